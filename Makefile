@@ -1,0 +1,34 @@
+# Every target builds the virtualenv it needs from nothing (python3 and make suffice).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: all test lint unit demo bench clean
+
+all: test
+
+$(STAMP): setup.cfg setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+## make test: lint, type-check, then the whole suite against real nats-server processes.
+test: lint
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check jsclient tests benchmarks examples
+	$(PY) -m mypy
+
+## make demo: the main job on an embedded nats-server.
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+## make bench: jsclient beside nats-py, pynats2 and a raw-socket bound, in one run.
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,58 @@
+"""jsclient: a synchronous, thread-based NATS and JetStream client.
+
+Only the public names live here; see README.rst for the tour.
+"""
+
+from ._version import __version__
+from .connection import Connection, State, connect
+from .errors import (
+    AuthorizationError,
+    BadHeaderError,
+    BadPayloadError,
+    BadSubjectError,
+    ConnectionClosedError,
+    Error,
+    InvalidArgumentError,
+    MaxPayloadError,
+    MaxPayloadServerError,
+    NoRespondersError,
+    NoServersError,
+    ProtocolError,
+    ServerError,
+    SlowConsumerError,
+    StaleConnectionError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
+from .headers import Headers
+from .message import Msg
+from .options import Options
+from .subscription import Subscription
+
+__all__ = [
+    "AuthorizationError",
+    "BadHeaderError",
+    "BadPayloadError",
+    "BadSubjectError",
+    "Connection",
+    "ConnectionClosedError",
+    "Error",
+    "Headers",
+    "InvalidArgumentError",
+    "MaxPayloadError",
+    "MaxPayloadServerError",
+    "Msg",
+    "NoRespondersError",
+    "NoServersError",
+    "Options",
+    "ProtocolError",
+    "ServerError",
+    "SlowConsumerError",
+    "StaleConnectionError",
+    "State",
+    "Subscription",
+    "SubscriptionClosedError",
+    "TimeoutError",
+    "__version__",
+    "connect",
+]

@@ -1,0 +1,194 @@
+"""NATS/1.0 message headers: an ordered multi-value mapping, its parser and encoder.
+
+Sans-IO like :mod:`jsclient.protocol`: pure functions and a value type, no
+threads, no locks.  A :class:`Headers` object is not synchronised; a message's
+headers belong to whoever holds the message.
+
+A header block looks like ``NATS/1.0[ <status>[ <description>]]\\r\\n``
+followed by ``Name: value\\r\\n`` lines and a blank line.  The server uses the
+status form for no-responders (503), JetStream pull statuses (404, 408, 409),
+heartbeats and flow control (100).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Union
+
+from .errors import BadHeaderError, ProtocolError
+
+VERSION_LINE = b"NATS/1.0"
+
+HeadersInput = Union["Headers", Mapping[str, str | Iterable[str]]]
+
+
+class Headers(MutableMapping[str, str]):
+    """Ordered header mapping where a name may carry several values.
+
+    ``h[name]`` is the first value, ``h[name] = v`` replaces every value,
+    :meth:`add` appends one, :meth:`get_all` returns them all.  Names are
+    case-sensitive, as NATS servers and other clients treat them.
+    """
+
+    __slots__ = ("_map", "description", "status")
+
+    def __init__(
+        self,
+        initial: HeadersInput | Iterable[tuple[str, str]] | None = None,
+        *,
+        status: int | None = None,
+        description: str = "",
+    ) -> None:
+        self._map: dict[str, list[str]] = {}
+        self.status = status
+        self.description = description
+        if initial is None:
+            return
+        if isinstance(initial, Headers):
+            self._map = {k: list(v) for k, v in initial._map.items()}
+            return
+        if isinstance(initial, Mapping):
+            for name, value in initial.items():
+                if isinstance(value, (list, tuple)):
+                    for item in value:
+                        self.add(name, item)
+                else:
+                    self.add(name, value)  # type: ignore[arg-type]  # add() names a bad type
+            return
+        for name, value in initial:
+            self.add(name, value)
+
+    # -- mapping protocol -------------------------------------------------
+    def __getitem__(self, name: str) -> str:
+        return self._map[name][0]
+
+    def __setitem__(self, name: str, value: str) -> None:
+        _check_name(name)
+        _check_value(name, value)
+        self._map[name] = [value]
+
+    def __delitem__(self, name: str) -> None:
+        del self._map[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._map
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return (self._map, self.status, self.description) == (
+                other._map,
+                other.status,
+                other.description,
+            )
+        if isinstance(other, Mapping):
+            return self.status is None and self._map == {k: [v] for k, v in other.items()}
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        status = f", status={self.status}" if self.status is not None else ""
+        desc = f", description={self.description!r}" if self.description else ""
+        return f"Headers({self.multi_items()!r}{status}{desc})"
+
+    # -- multi-value access ------------------------------------------------
+    def add(self, name: str, value: str) -> None:
+        _check_name(name)
+        _check_value(name, value)
+        self._map.setdefault(name, []).append(value)
+
+    def get_all(self, name: str) -> list[str]:
+        return list(self._map.get(name, ()))
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        return [(k, v) for k, values in self._map.items() for v in values]
+
+    def copy(self) -> Headers:
+        h = Headers(self)
+        h.status, h.description = self.status, self.description
+        return h
+
+    # -- wire form -----------------------------------------------------------
+    def encode(self) -> bytes:
+        return encode(self)
+
+    @classmethod
+    def parse(cls, block: bytes) -> Headers:
+        return parse(block)
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str):
+        raise BadHeaderError(f"header name must be a str, not {type(name).__name__}")
+    if not name:
+        raise BadHeaderError("header name must not be empty")
+    for ch in name:
+        if ch == ":" or ord(ch) <= 32 or ord(ch) >= 127:
+            raise BadHeaderError(f"header name {name!r} contains {ch!r}; names are printable ASCII without ':'")
+
+
+def _check_value(name: str, value: str) -> None:
+    if not isinstance(value, str):
+        raise BadHeaderError(f"header {name!r} value must be a str, not {type(value).__name__}")
+    if "\r" in value or "\n" in value:
+        raise BadHeaderError(f"header {name!r} value contains a line break")
+
+
+def encode(headers: HeadersInput) -> bytes:
+    """Encode headers (a :class:`Headers` or a plain mapping) as a NATS/1.0 block."""
+    if not isinstance(headers, Headers):
+        headers = Headers(headers)
+    lines = [VERSION_LINE]
+    for name, values in headers._map.items():
+        for value in values:
+            lines.append(f"{name}: {value}".encode())
+    lines.append(b"")
+    lines.append(b"")
+    return b"\r\n".join(lines)
+
+
+def status_of(block: bytes | None) -> int | None:
+    """The inline status code of a raw header block, without parsing the rest.
+
+    The reader thread uses this on hot paths (request replies, JetStream
+    statuses) where building a :class:`Headers` would be wasted work.
+    """
+    if block is None or len(block) < 12 or block[8] != 32 or not block.startswith(VERSION_LINE):
+        return None
+    code = block[9:12]
+    if code.isdigit():
+        return int(code)
+    return None
+
+
+def parse(block: bytes) -> Headers:
+    """Parse a raw NATS/1.0 header block (as carried by HMSG)."""
+    if not block.startswith(VERSION_LINE):
+        raise ProtocolError(f"header block does not start with NATS/1.0: {block[:64]!r}")
+    first_end = block.find(b"\r\n")
+    if first_end < 0:
+        raise ProtocolError(f"header block has no line end: {block[:64]!r}")
+    headers = Headers()
+    rest = block[len(VERSION_LINE) : first_end].strip()
+    if rest:
+        code, _, desc = rest.partition(b" ")
+        if len(code) != 3 or not code.isdigit():
+            raise ProtocolError(f"bad status in header block: {block[:first_end]!r}")
+        headers.status = int(code)
+        headers.description = desc.strip().decode("utf-8", "replace")
+    hmap = headers._map
+    for raw in block[first_end + 2 :].split(b"\r\n"):
+        if not raw:
+            continue
+        name, sep, value = raw.partition(b":")
+        if not sep or not name.strip():
+            raise ProtocolError(f"malformed header line: {raw[:64]!r}")
+        key = name.strip().decode("utf-8", "replace")
+        hmap.setdefault(key, []).append(value.strip().decode("utf-8", "replace"))
+    return headers

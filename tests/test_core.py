@@ -1,0 +1,445 @@
+"""Core pub/sub/request against a real nats-server."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import weakref
+from collections import Counter
+
+import pytest
+
+import jsclient
+from jsclient.server import NatsServer
+
+from .conftest import ErrorLog
+
+
+def test_pub_sub_with_headers_roundtrip(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("orders.*")
+    nc.publish("orders.new", b"data", headers={"k": "v", "multi": ["1", "2"]})
+    nc.publish("orders.plain", b"")
+    msg = sub.next_msg(timeout=2)
+    assert (msg.subject, msg.data, msg.reply) == ("orders.new", b"data", None)
+    assert msg.headers["k"] == "v"
+    assert msg.headers.get_all("multi") == ["1", "2"]
+    plain = sub.next_msg(timeout=2)
+    assert plain.data == b"" and len(plain.headers) == 0
+
+
+def test_headers_object_and_reply_subject(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("h.test")
+    h = jsclient.Headers()
+    h.add("X", "1")
+    h.add("X", "2")
+    nc.publish("h.test", b"p", reply="some.reply", headers=h)
+    msg = sub.next_msg(timeout=2)
+    assert msg.reply == "some.reply"
+    assert msg.headers.get_all("X") == ["1", "2"]
+
+
+def test_queue_group_distributes_each_message_once(nc: jsclient.Connection) -> None:
+    members = [nc.subscribe("work", queue="workers") for _ in range(3)]
+    nc.flush()
+    for i in range(300):
+        nc.publish("work", str(i).encode())
+    nc.flush()
+    seen: list[bytes] = []
+    counts = []
+    for sub in members:
+        n = 0
+        while True:
+            try:
+                seen.append(sub.next_msg(timeout=0.3).data)
+                n += 1
+            except jsclient.TimeoutError:
+                break
+        counts.append(n)
+    assert sorted(seen) == sorted(str(i).encode() for i in range(300))
+    assert all(c > 0 for c in counts), counts
+
+
+def test_many_threads_requests_never_mismatch(server: NatsServer) -> None:
+    """32 threads x 10,000 requests in total on one connection: each reply is the right one."""
+    responder = jsclient.connect(server.url)
+    requester = jsclient.connect(server.url)
+    try:
+        responder.subscribe("svc.echo", cb=lambda m: m.respond(m.data))
+        responder.flush()
+        mismatches: list[tuple[bytes, bytes]] = []
+        failures: list[BaseException] = []
+
+        def worker(t: int) -> None:
+            try:
+                for i in range(10_000 // 32 + (1 if t < 10_000 % 32 else 0)):
+                    payload = f"{t}-{i}".encode()
+                    reply = requester.request("svc.echo", payload, timeout=10)
+                    if reply.data != payload:
+                        mismatches.append((payload, reply.data))
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(32)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        assert not failures, failures[:3]
+        assert not mismatches, mismatches[:3]
+        assert requester.stats()["in_msgs"] == 10_000
+    finally:
+        requester.close()
+        responder.close()
+
+
+def test_request_headers_and_respond_with_headers(nc: jsclient.Connection) -> None:
+    def handler(m: jsclient.Msg) -> None:
+        m.respond(m.data.upper(), headers={"Echo": m.headers["Q"]})
+
+    nc.subscribe("svc.hdr", cb=handler)
+    nc.flush()
+    reply = nc.request("svc.hdr", b"abc", headers={"Q": "42"})
+    assert reply.data == b"ABC" and reply.headers["Echo"] == "42"
+
+
+def test_no_responders(nc: jsclient.Connection) -> None:
+    with pytest.raises(jsclient.NoRespondersError, match=r"nobody\.home"):
+        nc.request("nobody.home", b"x", timeout=2)
+    assert nc.is_connected
+
+
+def test_request_timeout_is_a_builtin_timeout(nc: jsclient.Connection) -> None:
+    nc.subscribe("slow.svc")  # subscribed, never answers
+    nc.flush()
+    with pytest.raises(TimeoutError):
+        nc.request("slow.svc", b"x", timeout=0.2)
+
+
+def test_max_payload_rejected_before_sending(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("big")
+    limit = nc.max_payload
+    assert limit == nc.server_info["max_payload"]
+    with pytest.raises(jsclient.MaxPayloadError, match=str(limit)):
+        nc.publish("big", b"x" * (limit + 1))
+    with pytest.raises(jsclient.MaxPayloadError):
+        nc.publish("big", b"x" * (limit - 10), headers={"k": "v" * 20})
+    nc.publish("big", b"x" * limit)
+    assert len(sub.next_msg(timeout=5).data) == limit
+    assert nc.is_connected
+
+
+@pytest.mark.parametrize("subject", ["", "has space", "a..b", "a.*", "a.>", ".a", "tab\tx"])
+def test_invalid_subject_rejected_and_connection_healthy(nc: jsclient.Connection, subject: str) -> None:
+    sub = nc.subscribe("healthy")
+    with pytest.raises(jsclient.BadSubjectError):
+        nc.publish(subject, b"x")
+    nc.publish("healthy", b"still fine")
+    assert sub.next_msg(timeout=2).data == b"still fine"
+
+
+@pytest.mark.parametrize("payload", ["text", 5, None, ["list"]])
+def test_non_bytes_payload_rejected(nc: jsclient.Connection, payload: object) -> None:
+    with pytest.raises(jsclient.BadPayloadError):
+        nc.publish("x", payload)  # type: ignore[arg-type]
+    with pytest.raises(jsclient.BadPayloadError):
+        nc.request("x", payload)  # type: ignore[arg-type]
+    assert nc.stats()["out_msgs"] == 0
+
+
+def test_bytes_like_payloads_accepted(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("bl")
+    nc.publish("bl", bytearray(b"ba"))
+    nc.publish("bl", memoryview(b"mv"))
+    assert [sub.next_msg(2).data for _ in range(2)] == [b"ba", b"mv"]
+
+
+def test_bad_headers_rejected_before_sending(nc: jsclient.Connection) -> None:
+    with pytest.raises(jsclient.BadHeaderError):
+        nc.publish("x", b"", headers={"bad name": "v"})
+    with pytest.raises(jsclient.BadHeaderError):
+        nc.publish("x", b"", headers={"k": "a\r\nInjected: yes"})
+    assert nc.stats()["out_msgs"] == 0 and nc.is_connected
+
+
+def test_invalid_subscribe_arguments(nc: jsclient.Connection) -> None:
+    with pytest.raises(jsclient.BadSubjectError):
+        nc.subscribe("a.>.b")
+    with pytest.raises(jsclient.BadSubjectError):
+        nc.subscribe("ok", queue="has space")
+    with pytest.raises(jsclient.InvalidArgumentError, match="max_msgs"):
+        nc.subscribe("ok", max_msgs=0)
+    with pytest.raises(jsclient.InvalidArgumentError, match="pending_msgs_limit"):
+        nc.subscribe("ok", pending_msgs_limit=-1)
+    with pytest.raises(jsclient.InvalidArgumentError, match="cb"):
+        nc.subscribe("ok", cb="not callable")  # type: ignore[arg-type]
+    with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
+        nc.flush(timeout=0)
+
+
+def test_slow_consumer_drops_counts_and_reports(server: NatsServer, error_log: ErrorLog) -> None:
+    nc = jsclient.connect(server.url, error_cb=error_log)
+    try:
+        sub = nc.subscribe("flood", pending_msgs_limit=100)
+        nc.flush()
+        for _ in range(1000):
+            nc.publish("flood", b"x")
+        nc.flush()
+        err = error_log.wait_for(jsclient.SlowConsumerError)
+        assert isinstance(err, jsclient.SlowConsumerError)
+        assert err.subject == "flood" and err.dropped >= 1
+        assert sub.pending_msgs == 100
+        assert sub.dropped == 900 and sub.received == 1000
+        # The reader thread was never blocked: the connection still works.
+        other = nc.subscribe("after")
+        nc.publish("after", b"ok")
+        assert other.next_msg(timeout=2).data == b"ok"
+    finally:
+        nc.close()
+
+
+def test_slow_consumer_by_bytes(server: NatsServer, error_log: ErrorLog) -> None:
+    with jsclient.connect(server.url, error_cb=error_log) as nc:
+        sub = nc.subscribe("bytes.flood", pending_bytes_limit=1000)
+        for _ in range(50):
+            nc.publish("bytes.flood", b"y" * 100)
+        nc.flush()
+        error_log.wait_for(jsclient.SlowConsumerError)
+        assert sub.pending_msgs == 10 and sub.dropped == 40
+        assert sub.pending_bytes == 1000
+
+
+def test_callbacks_keep_order_and_survive_exceptions(server: NatsServer, error_log: ErrorLog) -> None:
+    with jsclient.connect(server.url, error_cb=error_log) as nc:
+        got: list[int] = []
+        done = threading.Event()
+
+        def cb(m: jsclient.Msg) -> None:
+            n = int(m.data)
+            if n == 5:
+                raise RuntimeError("boom in callback")
+            got.append(n)
+            if n == 999:
+                done.set()
+
+        nc.subscribe("ordered", cb=cb)
+        for i in range(1000):
+            nc.publish("ordered", str(i).encode())
+        assert done.wait(10)
+        assert got == [i for i in range(1000) if i != 5]
+        err = error_log.wait_for(RuntimeError)
+        assert "boom" in str(err)
+
+
+def test_callback_runs_on_its_own_thread(nc: jsclient.Connection) -> None:
+    names: list[str] = []
+    done = threading.Event()
+    nc.subscribe("which.thread", cb=lambda m: (names.append(threading.current_thread().name), done.set()))
+    nc.publish("which.thread", b"")
+    assert done.wait(5)
+    assert names[0].startswith("jsclient-sub-")
+
+
+def test_max_msgs_auto_unsubscribe(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("limited", max_msgs=3)
+    for i in range(10):
+        nc.publish("limited", str(i).encode())
+    nc.flush()
+    assert [m.data for m in sub] == [b"0", b"1", b"2"]
+    with pytest.raises(jsclient.SubscriptionClosedError):
+        sub.next_msg(timeout=0.1)
+
+
+def test_unsubscribe_with_max_after_some(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("later")
+    nc.publish("later", b"1")
+    nc.flush()
+    assert sub.next_msg(2).data == b"1"
+    sub.unsubscribe(max_msgs=3)
+    for i in range(2, 10):
+        nc.publish("later", str(i).encode())
+    nc.flush()
+    assert [m.data for m in sub] == [b"2", b"3"]
+
+
+def test_unsubscribe_stops_delivery(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("gone")
+    sub.unsubscribe()
+    nc.publish("gone", b"x")
+    nc.flush()
+    with pytest.raises(jsclient.SubscriptionClosedError):
+        sub.next_msg(timeout=0.2)
+    sub.unsubscribe()  # idempotent
+
+
+def test_iteration_ends_when_unsubscribed_from_another_thread(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("iter")
+    for i in range(3):
+        nc.publish("iter", str(i).encode())
+    nc.flush()
+    got = []
+    for msg in sub:
+        got.append(msg.data)
+        if len(got) == 3:
+            threading.Timer(0.1, sub.unsubscribe).start()
+    assert got == [b"0", b"1", b"2"]
+
+
+def test_next_msg_timeout(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("quiet")
+    start = time.monotonic()
+    with pytest.raises(jsclient.TimeoutError):
+        sub.next_msg(timeout=0.2)
+    assert time.monotonic() - start >= 0.19
+
+
+def test_next_msg_refused_on_callback_subscription(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("cbsub", cb=lambda m: None)
+    with pytest.raises(jsclient.Error, match="callback"):
+        sub.next_msg()
+
+
+def test_drain_delivers_everything_published_before_it(server: NatsServer) -> None:
+    received: list[bytes] = []
+    sub_conn = jsclient.connect(server.url)
+    pub_conn = jsclient.connect(server.url)
+    sub = sub_conn.subscribe("drain.me", cb=lambda m: (time.sleep(0.0001), received.append(m.data)))
+    sub_conn.flush()
+    for i in range(5000):
+        pub_conn.publish("drain.me", str(i).encode())
+    pub_conn.drain()  # flushes every publish before closing
+    assert pub_conn.is_closed
+    sub_conn.flush()
+    sub_conn.drain(timeout=30)
+    assert sub_conn.is_closed and sub.is_closed
+    assert received == [str(i).encode() for i in range(5000)]
+
+
+def test_drain_with_next_msg_subscriber(server: NatsServer) -> None:
+    nc = jsclient.connect(server.url)
+    sub = nc.subscribe("drain.sync")
+    for i in range(10):
+        nc.publish("drain.sync", str(i).encode())
+    nc.flush()
+    taken = []
+    consumer = threading.Thread(target=lambda: taken.extend(m.data for m in sub))
+    consumer.start()
+    nc.drain(timeout=10)
+    consumer.join(5)
+    assert taken == [str(i).encode() for i in range(10)]
+
+
+def test_subscription_drain(nc: jsclient.Connection) -> None:
+    got: list[bytes] = []
+    sub = nc.subscribe("sd", cb=lambda m: got.append(m.data))
+    for i in range(100):
+        nc.publish("sd", b"%d" % i)
+    sub.drain(timeout=10)
+    assert got == [b"%d" % i for i in range(100)]
+    nc.publish("sd", b"after")
+    nc.flush()
+    assert len(got) == 100 and nc.is_connected
+
+
+def test_close_is_idempotent_and_closed_connection_raises(server: NatsServer) -> None:
+    closed = threading.Event()
+    nc = jsclient.connect(server.url, closed_cb=closed.set)
+    sub = nc.subscribe("x")
+    nc.close()
+    nc.close()
+    assert closed.wait(2)
+    assert nc.is_closed
+    with pytest.raises(jsclient.ConnectionClosedError):
+        nc.publish("x", b"")
+    with pytest.raises(jsclient.ConnectionClosedError):
+        nc.subscribe("y")
+    with pytest.raises(jsclient.ConnectionClosedError):
+        nc.request("y", b"")
+    with pytest.raises(jsclient.ConnectionClosedError):
+        nc.flush()
+    with pytest.raises(jsclient.ConnectionClosedError):
+        sub.next_msg(timeout=1)
+
+
+def test_close_wakes_a_blocked_next_msg(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("blocked")
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            sub.next_msg(timeout=30)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    th = threading.Thread(target=wait)
+    th.start()
+    time.sleep(0.1)
+    nc.close()
+    th.join(5)
+    assert not th.is_alive()
+    assert isinstance(errors[0], jsclient.ConnectionClosedError)
+
+
+def test_close_sends_what_was_published(server: NatsServer) -> None:
+    with jsclient.connect(server.url) as receiver:
+        sub = receiver.subscribe("last.words")
+        receiver.flush()
+        with jsclient.connect(server.url) as sender:
+            for i in range(100):
+                sender.publish("last.words", b"%d" % i)
+        assert [sub.next_msg(2).data for _ in range(100)] == [b"%d" % i for i in range(100)]
+
+
+def test_counters(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("count")
+    nc.publish("count", b"abc")
+    nc.publish("count", b"de", headers={"k": "v"})
+    sub.next_msg(2)
+    sub.next_msg(2)
+    stats = nc.stats()
+    assert stats["out_msgs"] == 2 and stats["out_bytes"] == 5
+    assert stats["in_msgs"] == 2 and stats["in_bytes"] == 5
+
+
+def test_no_server_raises_no_servers_error() -> None:
+    from jsclient.server import free_port
+
+    with pytest.raises(jsclient.NoServersError, match=r"127\.0\.0\.1"):
+        jsclient.connect(f"nats://127.0.0.1:{free_port()}", connect_timeout=0.5)
+
+
+def test_unknown_and_invalid_options_rejected() -> None:
+    with pytest.raises(jsclient.InvalidArgumentError, match="bogus"):
+        jsclient.connect("nats://127.0.0.1:1", bogus=1)
+    with pytest.raises(jsclient.InvalidArgumentError, match="connect_timeout"):
+        jsclient.connect("nats://127.0.0.1:1", connect_timeout=-1)
+    with pytest.raises(jsclient.InvalidArgumentError, match="scheme"):
+        jsclient.connect("http://127.0.0.1:1")
+
+
+def test_options_are_picklable_and_hide_secrets() -> None:
+    import pickle
+
+    opts = jsclient.Options.build("nats://u:secretpw@127.0.0.1:4222", user="u", password="hunter2")
+    again = pickle.loads(pickle.dumps(opts))
+    assert again == opts
+    text = repr(opts)
+    assert "hunter2" not in text and "secretpw" not in text
+
+
+def test_dropped_connection_is_collected(server: NatsServer) -> None:
+    nc = jsclient.connect(server.url)
+    nc.subscribe("x")
+    ref = weakref.ref(nc)
+    reader = nc._reader
+    del nc
+    gc.collect()
+    assert ref() is None
+    assert reader is not None
+    reader.join(5)
+    assert not reader.is_alive()
+
+
+def test_threads_are_named_daemons(nc: jsclient.Connection) -> None:
+    names = Counter(t.name for t in threading.enumerate() if t.name.startswith("jsclient-") and t.daemon)
+    assert names["jsclient-reader"] >= 1 and names["jsclient-flusher"] >= 1

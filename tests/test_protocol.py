@@ -1,0 +1,217 @@
+"""The sans-IO parser and encoders, without sockets."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsclient.errors import BadSubjectError, ProtocolError
+from jsclient.protocol import (
+    Err,
+    Info,
+    MsgEvent,
+    Ok,
+    Parser,
+    Ping,
+    Pong,
+    check_publish_subject,
+    check_subscribe_subject,
+    encode_connect,
+    encode_hpub,
+    encode_pub,
+    encode_sub,
+    encode_unsub,
+)
+
+STREAM = (
+    b'INFO {"server_id":"abc","max_payload":1048576,"headers":true}\r\n'
+    b"PING\r\n"
+    b"MSG foo.bar 1 5\r\nhello\r\n"
+    b"MSG foo.bar 22 _INBOX.x.1 0\r\n\r\n"
+    b"HMSG foo 3 12 17\r\nNATS/1.0\r\n\r\nworld\r\n"
+    b"HMSG foo 3 reply.to 22 22\r\nNATS/1.0 503\r\nA: b\r\n\r\n\r\n"
+    b"MSG bin 4 4\r\n\r\n\r\n\r\n"
+    b"PONG\r\n"
+    b"+OK\r\n"
+    b"-ERR 'Authorization Violation'\r\n"
+)
+
+EXPECTED = [
+    Info({"server_id": "abc", "max_payload": 1048576, "headers": True}),
+    Ping(),
+    MsgEvent("foo.bar", 1, None, None, b"hello"),
+    MsgEvent("foo.bar", 22, "_INBOX.x.1", None, b""),
+    MsgEvent("foo", 3, None, b"NATS/1.0\r\n\r\n", b"world"),
+    MsgEvent("foo", 3, "reply.to", b"NATS/1.0 503\r\nA: b\r\n\r\n", b""),
+    MsgEvent("bin", 4, None, None, b"\r\n\r\n"),
+    Pong(),
+    Ok(),
+    Err("Authorization Violation"),
+]
+
+
+def normalise(events: list) -> list:
+    return [e.data if isinstance(e, Info) else e for e in events]
+
+
+def test_whole_stream() -> None:
+    assert normalise(Parser().feed(STREAM)) == normalise(EXPECTED)
+
+
+def test_byte_by_byte() -> None:
+    parser = Parser()
+    events: list = []
+    for i in range(len(STREAM)):
+        events += parser.feed(STREAM[i : i + 1])
+    assert normalise(events) == normalise(EXPECTED)
+    assert parser.buffered == 0
+
+
+def test_split_at_every_offset() -> None:
+    for cut in range(len(STREAM) + 1):
+        parser = Parser()
+        events = parser.feed(STREAM[:cut]) + parser.feed(STREAM[cut:])
+        assert normalise(events) == normalise(EXPECTED), f"split at {cut}"
+
+
+def test_incomplete_input_yields_nothing_until_complete() -> None:
+    parser = Parser()
+    assert parser.feed(b"MSG a 1 10\r\nhello") == []
+    assert parser.feed(b"world") == []
+    assert parser.feed(b"\r\n") == [MsgEvent("a", 1, None, None, b"helloworld")]
+
+
+def test_large_payload_in_chunks() -> None:
+    payload = bytes(range(256)) * (16 * 4096)  # 16 MiB
+    frame = b"MSG big 9 %d\r\n" % len(payload) + payload + b"\r\n"
+    parser = Parser()
+    events: list = []
+    for i in range(0, len(frame), 65536):
+        events += parser.feed(frame[i : i + 65536])
+    assert len(events) == 1 and events[0].payload == payload
+
+
+def test_lowercase_and_tab_separated_operations() -> None:
+    events = Parser().feed(b"ping\r\nmsg\tfoo\t1\t2\r\nhi\r\npong\r\n")
+    assert events == [Ping(), MsgEvent("foo", 1, None, None, b"hi"), Pong()]
+
+
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        (b"FOO bar\r\n", b"FOO bar"),
+        (b"MSG foo 1\r\n", b"foo 1"),
+        (b"MSG foo 1 x\r\n", b"foo 1 x"),
+        (b"MSG foo one 3\r\n", b"foo one 3"),
+        (b"MSG foo 1 -3\r\n", b"foo 1 -3"),
+        (b"MSG foo 1 3\r\nabcXY", b"XY"),
+        (b"HMSG foo 1 10 5\r\n", b"foo 1 10 5"),
+        (b"HMSG foo 1 5\r\n", b"foo 1 5"),
+        (b"INFO {not json}\r\n", b"not json"),
+        (b"INFO [1,2]\r\n", b"[1,2]"),
+    ],
+)
+def test_malformed_input_raises_naming_the_bytes(data: bytes, fragment: bytes) -> None:
+    with pytest.raises(ProtocolError) as info:
+        Parser().feed(data)
+    assert repr(fragment)[2:-1] in str(info.value)
+
+
+def test_overlong_control_line_raises_instead_of_buffering_forever() -> None:
+    parser = Parser(max_control_line=1024)
+    with pytest.raises(ProtocolError, match="control line too long"):
+        parser.feed(b"MSG " + b"a" * 2000)
+
+
+def header_block(value: bytes) -> bytes:
+    return b"NATS/1.0\r\nX: " + value.hex().encode() + b"\r\n\r\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    msgs=st.lists(
+        st.tuples(
+            st.from_regex(r"[a-z]{1,8}(\.[a-z0-9]{1,8}){0,3}", fullmatch=True),
+            st.integers(min_value=1, max_value=10**6),
+            st.one_of(st.none(), st.from_regex(r"_INBOX\.[a-z0-9]{1,10}", fullmatch=True)),
+            st.one_of(st.none(), st.binary(max_size=40).map(header_block)),
+            st.binary(max_size=300),
+        ),
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=5000), max_size=8),
+)
+def test_fuzz_roundtrip_any_split(msgs: list, cuts: list) -> None:
+    """Whatever the frames and wherever the input is split, the events are the same."""
+    wire = b""
+    expected = []
+    for subject, sid, reply, header, payload in msgs:
+        r = f" {reply}".encode() if reply else b""
+        if header is None:
+            wire += b"MSG %s %d%s %d\r\n%s\r\n" % (subject.encode(), sid, r, len(payload), payload)
+        else:
+            wire += b"HMSG %s %d%s %d %d\r\n%s%s\r\n" % (
+                subject.encode(), sid, r, len(header), len(header) + len(payload), header, payload,
+            )
+        expected.append(MsgEvent(subject, sid, reply, header, payload))
+        wire += b"PING\r\n"
+        expected.append(Ping())
+    parser = Parser()
+    events: list = []
+    last = 0
+    for cut in sorted(c % (len(wire) + 1) for c in cuts):
+        events += parser.feed(wire[last:cut])
+        last = cut
+    events += parser.feed(wire[last:])
+    assert events == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_fuzz_garbage_never_hangs_or_crashes_unexpectedly(data: bytes) -> None:
+    """Arbitrary bytes either parse or raise ProtocolError; nothing else escapes."""
+    parser = Parser(max_control_line=256)
+    try:
+        for i in range(0, len(data), 7):
+            parser.feed(data[i : i + 7])
+    except ProtocolError:
+        pass
+
+
+def test_encoders() -> None:
+    assert encode_pub("a.b", b"hi") == b"PUB a.b 2\r\nhi\r\n"
+    assert encode_pub("a.b", b"hi", "r.1") == b"PUB a.b r.1 2\r\nhi\r\n"
+    hdr = b"NATS/1.0\r\nK: v\r\n\r\n"
+    assert encode_hpub("a", hdr, b"xy") == b"HPUB a %d %d\r\n%sxy\r\n" % (len(hdr), len(hdr) + 2, hdr)
+    assert encode_hpub("a", hdr, b"", "r") == b"HPUB a r %d %d\r\n%s\r\n" % (len(hdr), len(hdr), hdr)
+    assert encode_sub("a.*", 7) == b"SUB a.* 7\r\n"
+    assert encode_sub("a.*", 7, "q") == b"SUB a.* q 7\r\n"
+    assert encode_unsub(7) == b"UNSUB 7\r\n"
+    assert encode_unsub(7, 10) == b"UNSUB 7 10\r\n"
+    assert encode_connect({"verbose": False}) == b'CONNECT {"verbose":false}\r\n'
+
+
+def test_encoded_frames_parse_back() -> None:
+    hdr = b"NATS/1.0\r\nK: v\r\n\r\n"
+    wire = encode_pub("a.b", b"hi", "r.1").replace(b"PUB", b"MSG a.b 5", 1).replace(b"MSG a.b 5 a.b", b"MSG a.b 5", 1)
+    assert Parser().feed(wire) == [MsgEvent("a.b", 5, "r.1", None, b"hi")]
+    wire = encode_hpub("x", hdr, b"yz").replace(b"HPUB x", b"HMSG x 2", 1)
+    assert Parser().feed(wire) == [MsgEvent("x", 2, None, hdr, b"yz")]
+
+
+@pytest.mark.parametrize("subject", ["", " ", "a b", "a\tb", "a..b", ".a", "a.", "a.*", "a.>", ">", "a\r\nb"])
+def test_bad_publish_subjects(subject: str) -> None:
+    with pytest.raises(BadSubjectError):
+        check_publish_subject(subject)
+
+
+@pytest.mark.parametrize("subject", ["a", "a.b", "a.*.c", "a.>", "*", ">", "a*.b", "$JS.API.INFO"])
+def test_good_subscribe_subjects(subject: str) -> None:
+    check_subscribe_subject(subject)
+
+
+@pytest.mark.parametrize("subject", ["", "a..b", "a.>.b", "a b", 5])
+def test_bad_subscribe_subjects(subject: str) -> None:
+    with pytest.raises(BadSubjectError):
+        check_subscribe_subject(subject)  # type: ignore[arg-type]
