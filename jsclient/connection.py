@@ -10,8 +10,10 @@ Threads (all daemons, named):
   encoded frames, so many frames leave in one ``sendall``.  When the buffer
   passes ``max_pending_size`` the publishing thread sends it itself (that is
   the back-pressure), and ``request``/``flush`` send at once for latency.
-* ``jsclient-events`` runs user callbacks (error, closed, ...) in order, so
-  none of them ever runs on the reader.
+* ``jsclient-events`` runs user callbacks (error, closed, ...) in order and
+  resolves futures (``request_async``), so no user code ever runs on the
+  reader: a future's done-callbacks run here.
+* ``jsclient-timer`` (:mod:`jsclient.scheduler`) expires deadlines.
 
 Locks, always taken in this order when nested:
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import enum
+import functools
 import itertools
 import logging
 import queue
@@ -45,6 +48,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -84,6 +88,7 @@ from .protocol import (
     encode_sub,
     encode_unsub,
 )
+from .scheduler import Scheduler
 from .subscription import MsgCallback, Subscription
 
 log = logging.getLogger("jsclient")
@@ -121,6 +126,16 @@ class _Waiter:
         self.msg = msg
         self.error = error
         self.lock.release()
+
+
+class _AsyncReply:
+    """A request_async in flight: its future and, for error texts, its subject."""
+
+    __slots__ = ("future", "subject")
+
+    def __init__(self, future: Future[Msg], subject: str) -> None:
+        self.future = future
+        self.subject = subject
 
 
 class _Socket:
@@ -190,7 +205,11 @@ class Connection:
         self._pongs: deque[_Waiter | None] = deque()
         self._subs: dict[int, Subscription] = {}
         self._sids = itertools.count(1)
-        self._pub_prefixes: dict[str, bytes] = {}
+        # subject -> (payload size, b"PUB <subject> <size>\r\n") of its last plain publish;
+        # a subject is in here only once it has been validated.
+        self._pub_headers: dict[str, tuple[int, bytes]] = {}
+        self._accepting = False  # publishes allowed (guarded by _write_lock)
+        self._max_pending = options.max_pending_size
         self._info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
         self._connected_url: str | None = None
@@ -199,7 +218,7 @@ class Connection:
         self._resp_lock = threading.Lock()
         self._resp_sid = 0
         self._resp_prefix = ""
-        self._resp_waiters: dict[str, _Waiter] = {}
+        self._resp_waiters: dict[str, _Waiter | _AsyncReply] = {}
         self._resp_tokens = itertools.count(1)
         self._nuid = secrets.token_hex(8)
         self._inbox_seq = itertools.count(1)
@@ -213,6 +232,7 @@ class Connection:
         self._flusher: threading.Thread | None = None
         self._events_thread: threading.Thread | None = None
         self._closed_event = threading.Event()
+        self._timers = Scheduler()
         weakref.finalize(self, _Socket.shutdown, self._io)
 
     # -- properties ----------------------------------------------------------
@@ -273,7 +293,9 @@ class Connection:
                 errors.append(f"{mask_url(url)}: {exc}")
         else:
             raise NoServersError("could not connect to any server: " + "; ".join(errors))
-        self._state = State.CONNECTED
+        with self._write_lock:
+            self._state = State.CONNECTED
+            self._accepting = True
         ref = weakref.ref(self)
         self._events_thread = threading.Thread(
             target=_events_main, args=(self._events,), name="jsclient-events", daemon=True
@@ -359,23 +381,50 @@ class Connection:
     def _apply_info(self, info: dict[str, Any]) -> None:
         self._info = info
         max_payload = info.get("max_payload")
-        if isinstance(max_payload, int) and max_payload > 0:
+        if isinstance(max_payload, int) and max_payload > 0 and max_payload != self._max_payload:
             self._max_payload = max_payload
+            self._pub_headers.clear()  # cached PUB lines were checked against the old limit
 
     # -- writing -------------------------------------------------------------
-    def _append(self, frame: bytes, flush_now: bool = False) -> None:
-        """Queue a frame for sending; raise if the connection cannot take it."""
+    def _append(self, frame: bytes, flush_now: bool = False, payload_size: int = -1) -> None:
+        """Queue a frame; ``flush_now`` sends it from this thread unless a send is under way.
+
+        A message (``payload_size`` >= 0) needs the connection to accept
+        publishes; a control frame (SUB, UNSUB, PONG) only that it is open.
+        """
         with self._write_lock:
-            if self._state is State.CLOSED or self._state is State.DRAINING_PUBS:
+            if not self._accepting and (payload_size >= 0 or self._state is State.CLOSED):
                 raise ConnectionClosedError(self._closed_reason())
+            if payload_size >= 0:
+                self.out_msgs += 1
+                self.out_bytes += payload_size
             buf = self._wbuf
             buf += frame
-            if self._flusher_idle:
+            big = len(buf) >= self._max_pending
+            if not flush_now and self._flusher_idle:
                 self._flusher_idle = False
                 self._kick.set()
-            big = len(buf) >= self.options.max_pending_size
-        if flush_now or big:
+        if big:
             self._send_pending()
+        elif flush_now:
+            self._send_soon()
+
+    def _send_soon(self) -> None:
+        """Send now if nobody is sending; otherwise leave it to the flusher (it coalesces)."""
+        if self._send_lock.acquire(blocking=False):
+            try:
+                with self._write_lock:
+                    data = self._wbuf
+                    if not data:
+                        return
+                    self._wbuf = bytearray()
+                self._sendall(data)
+            finally:
+                self._send_lock.release()
+        else:
+            with self._write_lock:
+                self._flusher_idle = False
+            self._kick.set()
 
     def _send_pending(self) -> None:
         """Send whatever is buffered, now, on the calling thread."""
@@ -406,14 +455,20 @@ class Connection:
             return f"connection closed: {self._last_error}"
         return "connection closed"
 
-    def _pub_prefix(self, subject: str) -> bytes:
-        check_publish_subject(subject)
-        prefix = b"PUB " + subject.encode() + b" "
-        cache = self._pub_prefixes
-        if len(cache) >= _PREFIX_CACHE_MAX:
-            cache.clear()
-        cache[subject] = prefix
-        return prefix
+    def _pub_header(self, subject: str, size: int) -> bytes:
+        """Validate (once per subject) and cache the PUB line for this size."""
+        cache = self._pub_headers
+        if subject not in cache:
+            check_publish_subject(subject)
+            if len(cache) >= _PREFIX_CACHE_MAX:
+                cache.clear()
+        if size > self._max_payload:
+            raise MaxPayloadError(
+                f"payload of {size} bytes exceeds the server's max_payload of {self._max_payload} bytes"
+            )
+        header = b"PUB %s %d\r\n" % (subject.encode(), size)
+        cache[subject] = (size, header)
+        return header
 
     def publish(
         self,
@@ -426,30 +481,30 @@ class Connection:
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
         if reply is None and headers is None:
-            try:
-                prefix = self._pub_prefixes.get(subject)
-            except TypeError:  # unhashable: let the check name the problem
-                prefix = None
-            if prefix is None:
-                prefix = self._pub_prefix(subject)
             n = len(payload)
-            if n > self._max_payload:
-                raise MaxPayloadError(
-                    f"payload of {n} bytes exceeds the server's max_payload of {self._max_payload} bytes"
-                )
-            frame = b"%s%d\r\n%s\r\n" % (prefix, n, payload)
-            with self._write_lock:
-                if self._state is State.CLOSED or self._state is State.DRAINING_PUBS:
+            try:
+                entry = self._pub_headers.get(subject)
+            except TypeError:  # unhashable: let the check name the problem
+                entry = None
+            header = entry[1] if entry is not None and entry[0] == n else self._pub_header(subject, n)
+            lock = self._write_lock
+            lock.acquire()
+            try:
+                if not self._accepting:
                     raise ConnectionClosedError(self._closed_reason())
                 buf = self._wbuf
-                buf += frame
+                buf += header
+                buf += payload
+                buf += b"\r\n"
                 self.out_msgs += 1
                 self.out_bytes += n
                 if self._flusher_idle:
                     self._flusher_idle = False
                     self._kick.set()
-                if len(buf) < self.options.max_pending_size:
+                if len(buf) < self._max_pending:
                     return
+            finally:
+                lock.release()
             self._send_pending()
             return
         self._publish_full(subject, payload, reply, headers, False)
@@ -462,8 +517,10 @@ class Connection:
         headers: HeadersInput | None,
         flush_now: bool,
     ) -> None:
-        check_publish_subject(subject)
-        if reply is not None:
+        if subject not in self._pub_headers:
+            check_publish_subject(subject)
+            self._pub_headers[subject] = (-1, b"")  # validated; no PUB line cached yet
+        if reply is not None and reply not in self._pub_headers and not reply.startswith(self._resp_prefix or "\0"):
             check_publish_subject(reply, "reply subject")
         header = encode_headers(headers) if headers is not None else b""
         n = len(payload)
@@ -479,12 +536,7 @@ class Connection:
             frame = b"HPUB %s%s %d %d\r\n%s%s\r\n" % (subj, rep, hl, hl + n, header, payload)
         else:
             frame = b"PUB %s%s %d\r\n%s\r\n" % (subj, rep, n, payload)
-        with self._write_lock:
-            if self._state is State.CLOSED or self._state is State.DRAINING_PUBS:
-                raise ConnectionClosedError(self._closed_reason())
-            self.out_msgs += 1
-            self.out_bytes += n
-        self._append(frame, flush_now)
+        self._append(frame, flush_now, n)
 
     def flush(self, timeout: float = 2.0) -> None:
         """Return once the server has processed everything sent before this call."""
@@ -652,12 +704,48 @@ class Connection:
             raise NoRespondersError(f"no responders for request to {subject!r}")
         return msg
 
+    def request_async(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        timeout: float = 2.0,
+        headers: HeadersInput | None = None,
+    ) -> Future[Msg]:
+        """Like :meth:`request` without waiting: a Future resolved with the reply.
+
+        Every future resolves: with the reply, NoRespondersError, TimeoutError
+        after ``timeout``, or ConnectionClosedError.  Its done-callbacks run on
+        the connection's events thread, never on the reader.
+        """
+        _check_timeout(timeout)
+        if type(payload) is not bytes:
+            payload = _as_bytes(payload)
+        prefix = self._ensure_resp_mux()
+        token = str(next(self._resp_tokens))
+        fut: Future[Msg] = Future()
+        self._resp_waiters[token] = _AsyncReply(fut, subject)
+        try:
+            self._publish_full(subject, payload, prefix + token, headers, True)
+        except BaseException:
+            self._resp_waiters.pop(token, None)
+            raise
+        self._timers.call_later(timeout, lambda: self._expire_request(token, subject, timeout))
+        return fut
+
+    def _expire_request(self, token: str, subject: str, timeout: float) -> None:
+        """Timer thread: a request_async deadline passed."""
+        pending = self._resp_waiters.pop(token, None)
+        if isinstance(pending, _AsyncReply):
+            error = TimeoutError(f"request to {subject!r}: no response within {timeout} s")
+            self._events.put(lambda: _settle(pending.future, error=error))
+
     # -- reader-thread side ------------------------------------------------
     def _handle_events(self, events: list[Any]) -> None:
         """Route parsed events.  Runs on the reader thread only."""
         subs = self._subs
         touched: set[Subscription] = set()
         resp_sid = self._resp_sid
+        settled: list[tuple[_AsyncReply, Msg]] = []
         n_in = 0
         bytes_in = 0
         for ev in events:
@@ -666,7 +754,7 @@ class Connection:
                 bytes_in += len(ev.payload)
                 sid = ev.sid
                 if sid == resp_sid:
-                    self._handle_response(ev)
+                    self._handle_response(ev, settled)
                     continue
                 sub = subs.get(sid)
                 if sub is None:
@@ -692,16 +780,23 @@ class Connection:
                 self._report_error(err)
         self.in_msgs += n_in
         self.in_bytes += bytes_in
+        if settled:
+            self._events.put(lambda: _settle_replies(settled))
         for sub in touched:
             slow = sub._after_batch()
             if slow is not None:
                 self._report_error(slow)
 
-    def _handle_response(self, ev: MsgEvent) -> None:
+    def _handle_response(self, ev: MsgEvent, settled: list[tuple[_AsyncReply, Msg]]) -> None:
         token = ev.subject[len(self._resp_prefix) :]
         waiter = self._resp_waiters.pop(token, None)
-        if waiter is not None:
-            waiter.fill(Msg(ev.subject, ev.reply, ev.payload, ev.header, self, ev.sid))
+        if waiter is None:
+            return
+        msg = Msg(ev.subject, ev.reply, ev.payload, ev.header, self, ev.sid)
+        if isinstance(waiter, _Waiter):
+            waiter.fill(msg)
+        else:
+            settled.append((waiter, msg))
 
     def _append_quiet(self, frame: bytes) -> None:
         with contextlib.suppress(ConnectionClosedError):
@@ -753,6 +848,7 @@ class Connection:
             with self._write_lock:
                 if self._state is State.DRAINING_SUBS:
                     self._state = State.DRAINING_PUBS
+                    self._accepting = False
             self.flush(max(0.001, deadline - time.monotonic()))
         except Error as exc:
             failure = exc
@@ -771,6 +867,7 @@ class Connection:
                 return
             was_connected = self._state is not State.CONNECTING
             self._state = State.CLOSED
+            self._accepting = False
             pongs = list(self._pongs)
             self._pongs.clear()
         if error is None and was_connected:
@@ -789,10 +886,13 @@ class Connection:
         for waiter in pongs:
             if waiter is not None:
                 waiter.fill(error=closed)
+        self._timers.close()
         for token in list(self._resp_waiters):
-            waiter = self._resp_waiters.pop(token, None)
-            if waiter is not None:
-                waiter.fill(error=closed)
+            pending = self._resp_waiters.pop(token, None)
+            if isinstance(pending, _Waiter):
+                pending.fill(error=closed)
+            elif pending is not None:
+                self._events.put(functools.partial(_settle, pending.future, error=closed))
         with self._sub_lock:
             subs = list(self._subs.values())
             self._subs.clear()
@@ -895,6 +995,25 @@ def _events_main(events: queue.SimpleQueue[Callable[[], None] | None]) -> None:
             log.exception("jsclient: exception in a user callback")
 
 
+def _settle(fut: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
+    """Resolve a future unless the user cancelled it.  Events thread only."""
+    with contextlib.suppress(InvalidStateError):  # cancelled by the user
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+
+def _settle_replies(settled: list[tuple[_AsyncReply, Msg]]) -> None:
+    for pending, msg in settled:
+        if not msg.data and status_of(msg._header) == 503:
+            _settle(pending.future, error=NoRespondersError(f"no responders for request to {pending.subject!r}"))
+        else:
+            _settle(pending.future, msg)
+
+
 def _check_timeout(timeout: Any) -> None:
+    if type(timeout) is float and timeout > 0:
+        return
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {timeout!r}")

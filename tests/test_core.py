@@ -443,3 +443,43 @@ def test_dropped_connection_is_collected(server: NatsServer) -> None:
 def test_threads_are_named_daemons(nc: jsclient.Connection) -> None:
     names = Counter(t.name for t in threading.enumerate() if t.name.startswith("jsclient-") and t.daemon)
     assert names["jsclient-reader"] >= 1 and names["jsclient-flusher"] >= 1
+
+
+def test_request_async_many_in_flight(nc: jsclient.Connection) -> None:
+    nc.subscribe("svc.async", cb=lambda m: m.respond(b"re:" + m.data))
+    nc.flush()
+    futures = [nc.request_async("svc.async", b"%d" % i, timeout=10) for i in range(2000)]
+    assert [f.result(timeout=10).data for f in futures] == [b"re:%d" % i for i in range(2000)]
+
+
+def test_request_async_errors_resolve_every_future(nc: jsclient.Connection) -> None:
+    nobody = nc.request_async("async.nobody", b"x", timeout=5)
+    with pytest.raises(jsclient.NoRespondersError, match=r"async\.nobody"):
+        nobody.result(timeout=5)
+    nc.subscribe("async.silent")
+    nc.flush()
+    silent = nc.request_async("async.silent", b"x", timeout=0.2)
+    with pytest.raises(jsclient.TimeoutError):
+        silent.result(timeout=5)
+    pending = nc.request_async("async.silent", b"x", timeout=30)
+    nc.close()
+    with pytest.raises(jsclient.ConnectionClosedError):
+        pending.result(timeout=5)
+
+
+def test_request_async_callbacks_never_run_on_the_reader(nc: jsclient.Connection) -> None:
+    attached = threading.Event()
+
+    def respond_when_attached(m: jsclient.Msg) -> None:
+        attached.wait(5)
+        m.respond(b"ok")
+
+    nc.subscribe("svc.thread", cb=respond_when_attached)
+    nc.flush()
+    where: list[str] = []
+    done = threading.Event()
+    fut = nc.request_async("svc.thread", b"", timeout=5)
+    fut.add_done_callback(lambda _: (where.append(threading.current_thread().name), done.set()))
+    attached.set()
+    assert done.wait(5)
+    assert where == ["jsclient-events"]

@@ -1,0 +1,134 @@
+"""`make bench`: jsclient beside nats-py, pynats2 and a raw-socket bound, in one run.
+
+Usage: python -m benchmarks [--repeat N] [--scale F] [--rows a,b] [--json FILE]
+
+One nats-server, one shared responder process, one feeder process per
+subscribe measurement; every (row, client) pair runs in a fresh process so no
+client inherits another's threads or event loop.  Each pair runs ``--repeat``
+times and the median is reported, with the ratio to nats-py and the target.
+These are measurements, not tests: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from jsclient.server import NatsServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    title: str
+    count: int
+    clients: tuple[str, ...]
+    target: float | None  # required jsclient / nats-py ratio
+
+
+ALL = ("jsclient", "nats-py", "pynats2", "raw")
+ROWS = [
+    Row("publish", "publish msgs/s (128 B)", 500_000, ALL, 2.5),
+    Row("next_msg", "subscribe next_msg msgs/s", 200_000, ALL, 8.0),
+    Row("callback", "subscribe callback msgs/s", 200_000, ALL, 1.5),
+    Row("request", "request/reply req/s, 1 in flight", 5_000, ALL, None),
+    Row("request_concurrent", "request/reply req/s, 16 in flight", 20_000, ("jsclient", "nats-py", "raw"), 2.0),
+    Row("request_threads", "request/reply req/s, 16 threads", 20_000, ("jsclient",), None),
+]
+
+
+def measure(client: str, row: Row, url: str, scale: float) -> float | None:
+    count = max(100, int(row.count * scale))
+    if client == "pynats2" and row.key == "request":
+        count = max(100, count // 10)  # it subscribes and unsubscribes per request
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.clients", client, row.key, url, str(count)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        print(f"  {client} {row.key} failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["rate"])
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
+    parser.add_argument("--rows", default="", help="comma-separated row keys (default: all)")
+    parser.add_argument("--json", default="", help="also write the results to this file")
+    args = parser.parse_args()
+    wanted = {r for r in args.rows.split(",") if r}
+    rows = [r for r in ROWS if not wanted or r.key in wanted]
+    results: dict[str, dict[str, float | None]] = {}
+    with NatsServer(jetstream=True) as server:
+        responder = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.responder", server.url, "bench.req"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+        )
+        assert responder.stdout is not None
+        responder.stdout.readline()
+        try:
+            for row in rows:
+                results[row.key] = {}
+                for client in row.clients:
+                    runs = [measure(client, row, server.url, args.scale) for _ in range(args.repeat)]
+                    ok = [r for r in runs if r is not None]
+                    results[row.key][client] = statistics.median(ok) if ok else None
+                    print(f"  {row.key:<20} {client:<9} {results[row.key][client] or 0:>12,.0f}", file=sys.stderr)
+        finally:
+            responder.kill()
+            responder.wait()
+    print_table(rows, results)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "results": results}, indent=2))
+
+
+def print_table(rows: list[Row], results: dict[str, dict[str, float | None]]) -> None:
+    print(f"\njsclient benchmarks, {time.strftime('%Y-%m-%d')}, {machine()}")
+    print("rates are medians; ratio = jsclient / nats-py; raw = pre-encoded frames on a bare socket\n")
+    head = f"{'row':<36}{'jsclient':>12}{'nats-py':>12}{'pynats2':>12}{'raw':>12}{'ratio':>8}{'target':>8}  ok"
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        res = results.get(row.key, {})
+        cells = []
+        for client in ALL:
+            value = res.get(client)
+            cells.append(f"{value:>12,.0f}" if value else f"{'-':>12}")
+        js, py = res.get("jsclient"), res.get("nats-py")
+        ratio = js / py if js and py else None
+        ratio_s = f"{ratio:>7.2f}x" if ratio else f"{'-':>8}"
+        target_s = f"{row.target:>7.1f}x" if row.target else f"{'-':>8}"
+        verdict = "" if row.target is None or ratio is None else ("yes" if ratio >= row.target else "NO")
+        print(f"{row.title:<36}{''.join(cells)}{ratio_s}{target_s}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
