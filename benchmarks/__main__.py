@@ -4,7 +4,10 @@ Usage: python -m benchmarks [--repeat N] [--scale F] [--rows a,b] [--json FILE]
 
 One nats-server, one shared responder process, one feeder process per
 subscribe measurement; every (row, client) pair runs in a fresh process so no
-client inherits another's threads or event loop.  Each pair runs ``--repeat``
+client inherits another's threads or event loop.  On a machine with two or
+more cores the server, feeder and responder are pinned to core 0 and the
+measured client to core 1, the same for every client, so the infrastructure
+does not steal the client's core at random (unpinned runs here varied by 2x).  Each pair runs ``--repeat``
 times and the median is reported, with the ratio to nats-py and the target.
 These are measurements, not tests: nothing here asserts a time.
 """
@@ -47,6 +50,20 @@ ROWS = [
 ]
 
 
+INFRA_CORES = {0}
+CLIENT_CORES = {1}
+
+
+def pinning() -> bool:
+    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
+
+
+def pin_client() -> None:
+    """preexec_fn for measured processes: run on the client core."""
+    if pinning():
+        os.sched_setaffinity(0, CLIENT_CORES)
+
+
 def measure(client: str, row: Row, url: str, scale: float) -> float | None:
     count = max(100, int(row.count * scale))
     if client == "pynats2" and row.key == "request":
@@ -57,6 +74,7 @@ def measure(client: str, row: Row, url: str, scale: float) -> float | None:
         capture_output=True,
         text=True,
         timeout=600,
+        preexec_fn=pin_client,
     )
     if proc.returncode != 0:
         print(f"  {client} {row.key} failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
@@ -87,6 +105,9 @@ def main() -> None:
     rows = [r for r in ROWS if not wanted or r.key in wanted]
     results: dict[str, dict[str, float | None]] = {}
     with NatsServer(jetstream=True) as server:
+        if pinning():
+            assert server.proc is not None
+            os.sched_setaffinity(server.proc.pid, INFRA_CORES)
         responder = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.responder", server.url, "bench.req"],
             cwd=ROOT,
@@ -94,6 +115,8 @@ def main() -> None:
         )
         assert responder.stdout is not None
         responder.stdout.readline()
+        if pinning():
+            os.sched_setaffinity(responder.pid, INFRA_CORES)
         try:
             for row in rows:
                 results[row.key] = {}

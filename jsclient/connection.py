@@ -50,7 +50,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from ._version import __version__
@@ -77,7 +77,6 @@ from .protocol import (
     PONG,
     Err,
     Info,
-    MsgEvent,
     Parser,
     Ping,
     Pong,
@@ -90,6 +89,9 @@ from .protocol import (
 )
 from .scheduler import Scheduler
 from .subscription import MsgCallback, Subscription
+
+if TYPE_CHECKING:
+    from .jetstream.context import JetStream
 
 log = logging.getLogger("jsclient")
 
@@ -129,13 +131,16 @@ class _Waiter:
 
 
 class _AsyncReply:
-    """A request_async in flight: its future and, for error texts, its subject."""
+    """An async request in flight: its future, its subject (for error texts) and
+    an optional decoder that turns the reply into the future's result (it runs
+    on the events thread and may raise)."""
 
-    __slots__ = ("future", "subject")
+    __slots__ = ("decode", "future", "subject")
 
-    def __init__(self, future: Future[Msg], subject: str) -> None:
+    def __init__(self, future: Future[Any], subject: str, decode: Callable[[Msg], Any] | None) -> None:
         self.future = future
         self.subject = subject
+        self.decode = decode
 
 
 class _Socket:
@@ -301,7 +306,7 @@ class Connection:
             target=_events_main, args=(self._events,), name="jsclient-events", daemon=True
         )
         self._reader = threading.Thread(
-            target=_reader_main, args=(ref, self._io, Parser()), name="jsclient-reader", daemon=True
+            target=_reader_main, args=(ref, self._io, Parser(msg_class=Msg)), name="jsclient-reader", daemon=True
         )
         self._flusher = threading.Thread(
             target=_flusher_main, args=(ref, self._kick), name="jsclient-flusher", daemon=True
@@ -538,6 +543,11 @@ class Connection:
             frame = b"PUB %s%s %d\r\n%s\r\n" % (subj, rep, n, payload)
         self._append(frame, flush_now, n)
 
+    def _publish_raw(self, subject: str, payload: bytes) -> None:
+        """Publish to a server-made subject (acks, flow control): no validation, no caching."""
+        n = len(payload)
+        self._append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), n, payload), False, n)
+
     def flush(self, timeout: float = 2.0) -> None:
         """Return once the server has processed everything sent before this call."""
         _check_timeout(timeout)
@@ -700,7 +710,7 @@ class Connection:
             raise waiter.error
         msg = waiter.msg
         assert msg is not None
-        if not msg.data and status_of(msg._header) == 503:
+        if not msg.data and status_of(msg.header) == 503:
             raise NoRespondersError(f"no responders for request to {subject!r}")
         return msg
 
@@ -717,13 +727,23 @@ class Connection:
         after ``timeout``, or ConnectionClosedError.  Its done-callbacks run on
         the connection's events thread, never on the reader.
         """
+        return self._request_async(subject, payload, timeout, headers, None)
+
+    def _request_async(
+        self,
+        subject: str,
+        payload: bytes,
+        timeout: float,
+        headers: HeadersInput | None,
+        decode: Callable[[Msg], Any] | None,
+    ) -> Future[Any]:
         _check_timeout(timeout)
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
         prefix = self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
-        fut: Future[Msg] = Future()
-        self._resp_waiters[token] = _AsyncReply(fut, subject)
+        fut: Future[Any] = Future()
+        self._resp_waiters[token] = _AsyncReply(fut, subject, decode)
         try:
             self._publish_full(subject, payload, prefix + token, headers, True)
         except BaseException:
@@ -739,6 +759,21 @@ class Connection:
             error = TimeoutError(f"request to {subject!r}: no response within {timeout} s")
             self._events.put(lambda: _settle(pending.future, error=error))
 
+    # -- JetStream -------------------------------------------------------------
+    def jetstream(
+        self,
+        prefix: str = "$JS.API",
+        domain: str | None = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+    ) -> JetStream:
+        """A JetStream context on this connection (cheap: make as many as you like)."""
+        from .jetstream.context import JetStream
+
+        return JetStream(
+            self, prefix=prefix, domain=domain, timeout=timeout, publish_async_max_pending=publish_async_max_pending
+        )
+
     # -- reader-thread side ------------------------------------------------
     def _handle_events(self, events: list[Any]) -> None:
         """Route parsed events.  Runs on the reader thread only."""
@@ -749,9 +784,10 @@ class Connection:
         n_in = 0
         bytes_in = 0
         for ev in events:
-            if ev.__class__ is MsgEvent:
+            if ev.__class__ is Msg:
                 n_in += 1
-                bytes_in += len(ev.payload)
+                bytes_in += len(ev.data)
+                ev._conn = self
                 sid = ev.sid
                 if sid == resp_sid:
                     self._handle_response(ev, settled)
@@ -759,7 +795,7 @@ class Connection:
                 sub = subs.get(sid)
                 if sub is None:
                     continue
-                sub._deliver(Msg(ev.subject, ev.reply, ev.payload, ev.header, self, sid))
+                sub._deliver(ev)
                 touched.add(sub)
                 if sub.max_msgs and sub.received >= sub.max_msgs:
                     with self._sub_lock:
@@ -787,12 +823,11 @@ class Connection:
             if slow is not None:
                 self._report_error(slow)
 
-    def _handle_response(self, ev: MsgEvent, settled: list[tuple[_AsyncReply, Msg]]) -> None:
-        token = ev.subject[len(self._resp_prefix) :]
+    def _handle_response(self, msg: Msg, settled: list[tuple[_AsyncReply, Msg]]) -> None:
+        token = msg.subject[len(self._resp_prefix) :]
         waiter = self._resp_waiters.pop(token, None)
         if waiter is None:
             return
-        msg = Msg(ev.subject, ev.reply, ev.payload, ev.header, self, ev.sid)
         if isinstance(waiter, _Waiter):
             waiter.fill(msg)
         else:
@@ -1006,7 +1041,14 @@ def _settle(fut: Future[Any], result: Any = None, error: BaseException | None = 
 
 def _settle_replies(settled: list[tuple[_AsyncReply, Msg]]) -> None:
     for pending, msg in settled:
-        if not msg.data and status_of(msg._header) == 503:
+        if pending.decode is not None:
+            try:
+                result = pending.decode(msg)
+            except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
+                _settle(pending.future, error=exc)
+            else:
+                _settle(pending.future, result)
+        elif not msg.data and status_of(msg.header) == 503:
             _settle(pending.future, error=NoRespondersError(f"no responders for request to {pending.subject!r}"))
         else:
             _settle(pending.future, msg)

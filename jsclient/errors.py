@@ -108,3 +108,132 @@ def server_error(text: str) -> ServerError:
     if "maximum payload" in lowered:
         return MaxPayloadServerError(text)
     return ServerError(text)
+
+
+class BadAckSubjectError(InvalidArgumentError):
+    """A reply subject is not a JetStream ack subject ($JS.ACK...) of a known form."""
+
+
+# -- JetStream ---------------------------------------------------------------
+
+
+class JetStreamError(Error):
+    """Base of JetStream errors."""
+
+
+class JetStreamAPIError(JetStreamError):
+    """The JetStream API answered with an error.
+
+    ``code`` is the HTTP-like status, ``err_code`` the server's specific code
+    (see the server's errors.json), ``description`` its text.  ``retriable``
+    tells retry policies whether trying again may succeed.
+    """
+
+    retriable = False
+
+    def __init__(self, code: int = 0, err_code: int = 0, description: str = "") -> None:
+        super().__init__(f"{description} (status {code}, err_code {err_code})")
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+
+
+class JetStreamNotEnabledError(JetStreamAPIError):
+    """JetStream is not enabled on the server or for this account."""
+
+
+class JetStreamUnavailableError(JetStreamAPIError):
+    """JetStream is temporarily unavailable (leader election, insufficient resources)."""
+
+    retriable = True
+
+
+class BadRequestError(JetStreamAPIError):
+    """The server rejected the request as malformed."""
+
+
+class StreamNotFoundError(JetStreamAPIError):
+    """No such stream."""
+
+
+class StreamNameInUseError(JetStreamAPIError):
+    """A stream of that name exists with a different configuration."""
+
+
+class StreamSubjectOverlapError(JetStreamAPIError):
+    """The subjects overlap with an existing stream's."""
+
+
+class StreamMismatchError(JetStreamAPIError):
+    """The expected stream does not match the one that stored the message."""
+
+
+class WrongLastSequenceError(JetStreamAPIError):
+    """A publish expectation on the last (subject) sequence failed."""
+
+
+class WrongLastMsgIdError(JetStreamAPIError):
+    """A publish expectation on the last message id failed."""
+
+
+class MessageNotFoundError(JetStreamAPIError):
+    """No message matched (get_msg, direct get)."""
+
+
+class ConsumerNotFoundError(JetStreamAPIError):
+    """No such consumer."""
+
+
+class ConsumerNameInUseError(JetStreamAPIError):
+    """A consumer of that name is already in use."""
+
+
+class ConsumerAlreadyExistsError(JetStreamAPIError):
+    """Create-only: the consumer exists with a different configuration."""
+
+
+class ConsumerDoesNotExistError(JetStreamAPIError):
+    """Update-only: the consumer does not exist."""
+
+
+class MaximumStreamsError(JetStreamAPIError):
+    """The account's stream limit is reached."""
+
+
+class MaximumConsumersError(JetStreamAPIError):
+    """The stream's or account's consumer limit is reached."""
+
+
+class NoStreamResponseError(JetStreamError):
+    """A JetStream publish reached no stream (no stream listens on the subject)."""
+
+
+API_ERRORS: dict[int, type[JetStreamAPIError]] = {
+    10003: BadRequestError,
+    10008: JetStreamUnavailableError,
+    10023: JetStreamUnavailableError,
+    10039: JetStreamNotEnabledError,
+    10076: JetStreamNotEnabledError,
+    10059: StreamNotFoundError,
+    10058: StreamNameInUseError,
+    10065: StreamSubjectOverlapError,
+    10060: StreamMismatchError,
+    10071: WrongLastSequenceError,
+    10164: WrongLastSequenceError,
+    10070: WrongLastMsgIdError,
+    10037: MessageNotFoundError,
+    10014: ConsumerNotFoundError,
+    10013: ConsumerNameInUseError,
+    10148: ConsumerAlreadyExistsError,
+    10149: ConsumerDoesNotExistError,
+    10027: MaximumStreamsError,
+    10026: MaximumConsumersError,
+}
+
+
+def api_error(code: int, err_code: int, description: str) -> JetStreamAPIError:
+    """The most specific error class for a JetStream API error (unknown codes keep the base)."""
+    cls = API_ERRORS.get(err_code)
+    if cls is None:
+        cls = JetStreamUnavailableError if code == 503 else JetStreamAPIError
+    return cls(code, err_code, description)

@@ -1,69 +1,159 @@
-"""Msg: a received message, and the reply helper.
+"""Msg: a received message, its reply helper, and JetStream acks and metadata.
 
 A Msg is created by the connection's reader thread and then belongs to the
 thread that takes it from its subscription (``next_msg``, iteration or a
-callback).  It is not shared after that, so it has no lock.  Headers are
-parsed lazily on first access: most hot paths never look at them.
+callback).  It is not shared after that, so it has no lock.  Headers and
+JetStream metadata are parsed lazily on first access: most hot paths never
+look at them.
+
+Acks follow ADR-15: once a terminal ack (+ACK, -NAK, +TERM) has been
+published, later ack calls send nothing; with ack policy ``none`` no ack call
+sends anything.  An ack raises only when publishing it fails (or, for
+``ack_sync``, when the server does not confirm in time).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import InvalidArgumentError
+from .errors import BadAckSubjectError, InvalidArgumentError
 from .headers import Headers, HeadersInput, parse, status_of
+from .jetstream.metadata import MsgMetadata, is_ack_subject, parse_metadata
 from .payload import as_bytes as _as_bytes
+from .protocol import MsgEvent
 
 if TYPE_CHECKING:
     from .connection import Connection
 
 
-class Msg:
-    """A message as delivered: subject, reply, data and headers."""
+#: Ack states: acks may be sent; a terminal ack was sent; the consumer takes no acks.
+ACK_OPEN, ACK_TERMINAL, ACK_DISABLED = 0, 1, 2
 
-    __slots__ = ("_conn", "_header", "_headers", "data", "reply", "sid", "subject")
 
-    def __init__(
-        self,
+class Msg(MsgEvent):
+    """A message as delivered: subject, reply, data, headers (and JetStream metadata).
+
+    Built by the reader's parser (see :class:`MsgEvent` for the fields);
+    ``_conn`` is set before the message is handed out.  ``_headers``,
+    ``_metadata`` and ``_ack_state`` are filled on first use, so a message
+    that is only read costs nothing for them.
+    """
+
+    __slots__ = ("_ack_state", "_conn", "_headers", "_metadata")
+
+    _conn: Connection | None
+    _headers: Headers
+    _metadata: MsgMetadata
+    _ack_state: int
+
+    @classmethod
+    def make(
+        cls,
         subject: str,
-        reply: str | None,
         data: bytes,
+        *,
+        reply: str | None = None,
         header: bytes | None = None,
         conn: Connection | None = None,
         sid: int = 0,
-    ) -> None:
-        self.subject = subject
-        self.reply = reply
-        self.data = data
-        self.sid = sid
-        self._header = header
-        self._headers: Headers | None = None
-        self._conn = conn
+    ) -> Msg:
+        """A message built by library code rather than the parser."""
+        msg = cls(subject, sid, reply, header, data)
+        msg._conn = conn
+        return msg
 
     @property
     def headers(self) -> Headers:
         """The message's headers (empty when it had none)."""
-        h = self._headers
-        if h is None:
-            h = parse(self._header) if self._header else Headers()
-            self._headers = h
-        return h
+        try:
+            return self._headers
+        except AttributeError:
+            h = self._headers = parse(self.header) if self.header else Headers()
+            return h
 
     @property
     def status(self) -> int | None:
         """The inline status code (``NATS/1.0 503``), or None for ordinary messages."""
-        return status_of(self._header)
+        return status_of(self.header)
 
     def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
         """Publish ``data`` to this message's reply subject."""
         if not self.reply:
             raise InvalidArgumentError(f"message on {self.subject!r} has no reply subject to respond to")
-        if self._conn is None:
+        conn = getattr(self, "_conn", None)
+        if conn is None:
             raise InvalidArgumentError("message is not attached to a connection")
         # Sent at once, not via the flusher: a requester is waiting on it.
         if type(data) is not bytes:
             data = _as_bytes(data)
-        self._conn._publish_full(self.reply, data, None, headers, True)
+        conn._publish_full(self.reply, data, None, headers, True)
+
+    # -- JetStream -------------------------------------------------------------
+    @property
+    def metadata(self) -> MsgMetadata:
+        """Stream/consumer sequences, delivery count, pending, timestamp, domain."""
+        try:
+            return self._metadata
+        except AttributeError:
+            meta = self._metadata = parse_metadata(self.reply)
+            return meta
+
+    @property
+    def is_acked(self) -> bool:
+        """A terminal ack has been sent (or acks are disabled for its consumer)."""
+        return getattr(self, "_ack_state", ACK_OPEN) != ACK_OPEN
+
+    def ack(self) -> None:
+        """Acknowledge: the message is done."""
+        self._ack(b"+ACK", True)
+
+    def nak(self, delay: float | None = None) -> None:
+        """Negative ack: redeliver, after ``delay`` seconds if given."""
+        if delay is None:
+            self._ack(b"-NAK", True)
+            return
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
+            raise InvalidArgumentError(f"nak delay must be a number of seconds >= 0, not {delay!r}")
+        self._ack(b'-NAK {"delay":%d}' % int(delay * 1e9), True)
+
+    def term(self, reason: str | None = None) -> None:
+        """Terminate: never redeliver this message."""
+        if reason is None:
+            self._ack(b"+TERM", True)
+            return
+        if not isinstance(reason, str) or "\r" in reason or "\n" in reason:
+            raise InvalidArgumentError(f"term reason must be a single-line str, not {reason!r}")
+        self._ack(b"+TERM " + reason.encode(), True)
+
+    def in_progress(self) -> None:
+        """Working on it: reset the ack wait timer (not terminal)."""
+        self._ack(b"+WPI", False)
+
+    def ack_sync(self, timeout: float = 5.0) -> None:
+        """Acknowledge and wait until the server confirms it."""
+        if getattr(self, "_ack_state", ACK_OPEN) != ACK_OPEN:
+            return
+        conn = self._ack_target()
+        conn.request(self.reply, b"+ACK", timeout=timeout)  # type: ignore[arg-type]
+        self._ack_state = ACK_TERMINAL
+
+    def _ack(self, payload: bytes, terminal: bool) -> None:
+        if getattr(self, "_ack_state", ACK_OPEN) != ACK_OPEN:
+            return
+        conn = self._ack_target()
+        conn._publish_raw(self.reply, payload)  # type: ignore[arg-type]
+        if terminal:
+            self._ack_state = ACK_TERMINAL
+
+    def _ack_target(self) -> Connection:
+        if not is_ack_subject(self.reply):
+            raise BadAckSubjectError(
+                f"message on {self.subject!r} is not a JetStream message (reply {self.reply!r}); it cannot be acked"
+            )
+        conn: Connection | None = getattr(self, "_conn", None)
+        if conn is None:
+            raise InvalidArgumentError("message is not attached to a connection")
+        return conn
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 64 else self.data[:64] + b"..."

@@ -40,34 +40,36 @@ class Info:
 
 
 class MsgEvent:
-    """A MSG or HMSG frame: ``header`` is the raw NATS/1.0 block or None."""
+    """A MSG or HMSG frame: ``header`` is the raw NATS/1.0 block or None.
 
-    __slots__ = ("header", "payload", "reply", "sid", "subject")
+    :class:`jsclient.Msg` subclasses this, and the connection's parser builds
+    Msg objects directly, so a message is allocated once on its way in.
+    """
 
-    def __init__(
-        self, subject: str, sid: int, reply: str | None, header: bytes | None, payload: bytes
-    ) -> None:
+    __slots__ = ("data", "header", "reply", "sid", "subject")
+
+    def __init__(self, subject: str, sid: int, reply: str | None, header: bytes | None, data: bytes) -> None:
         self.subject = subject
         self.sid = sid
         self.reply = reply
         self.header = header
-        self.payload = payload
+        self.data = data
 
     def __repr__(self) -> str:
         return (
-            f"MsgEvent(subject={self.subject!r}, sid={self.sid}, reply={self.reply!r}, "
-            f"header={self.header!r}, payload={self.payload[:64]!r})"
+            f"{type(self).__name__}(subject={self.subject!r}, sid={self.sid}, reply={self.reply!r}, "
+            f"header={self.header!r}, data={self.data[:64]!r})"
         )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MsgEvent):
             return NotImplemented
-        return (self.subject, self.sid, self.reply, self.header, self.payload) == (
+        return (self.subject, self.sid, self.reply, self.header, self.data) == (
             other.subject,
             other.sid,
             other.reply,
             other.header,
-            other.payload,
+            other.data,
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -146,9 +148,10 @@ def _bad(what: str, data: bytes | bytearray) -> ProtocolError:
 class Parser:
     """Incremental parser: ``feed(chunk)`` returns the events completed by it."""
 
-    __slots__ = ("_buf", "_pending", "_pos", "max_control_line")
+    __slots__ = ("_buf", "_pending", "_pos", "max_control_line", "msg_class")
 
-    def __init__(self, max_control_line: int = MAX_CONTROL_LINE) -> None:
+    def __init__(self, max_control_line: int = MAX_CONTROL_LINE, msg_class: type[MsgEvent] = MsgEvent) -> None:
+        self.msg_class = msg_class
         self._buf = bytearray()
         self._pos = 0
         # (subject, sid, reply, header_len, total_len) of a MSG/HMSG whose payload is incomplete.
@@ -170,6 +173,7 @@ class Parser:
         pos = 0
         size = len(buf)
         pending = self._pending
+        make = self.msg_class
         view = memoryview(buf)
         try:
             while True:
@@ -186,7 +190,7 @@ class Parser:
                     else:
                         header = None
                         payload = bytes(view[pos:stop])
-                    append(MsgEvent(subject, sid, reply, header, payload))
+                    append(make(subject, sid, reply, header, payload))
                     pos = stop + 2
                     pending = None
                     continue
@@ -208,7 +212,7 @@ class Parser:
                         except ValueError:
                             raise _bad("malformed MSG arguments", buf[pos:nl]) from None
                         if stop + 2 <= size and stop >= start and buf[stop] == 13 and buf[stop + 1] == 10:
-                            append(MsgEvent(args[0].decode(), sid, None, None, bytes(view[start:stop])))
+                            append(make(args[0].decode(), sid, None, None, bytes(view[start:stop])))
                             pos = stop + 2
                             continue
                     pending = self._msg_args(buf[pos + 4 : nl], False)

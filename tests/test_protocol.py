@@ -89,7 +89,7 @@ def test_large_payload_in_chunks() -> None:
     events: list = []
     for i in range(0, len(frame), 65536):
         events += parser.feed(frame[i : i + 65536])
-    assert len(events) == 1 and events[0].payload == payload
+    assert len(events) == 1 and events[0].data == payload
 
 
 def test_lowercase_and_tab_separated_operations() -> None:

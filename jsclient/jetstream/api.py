@@ -1,0 +1,592 @@
+"""JetStream API models: msgspec Structs with the server's JSON field names.
+
+Pure data and codecs, no I/O, no threads.  Conventions:
+
+* A request field the caller did not set is ``msgspec.UNSET`` and is not
+  sent, so the server applies its own default (a Python default the server
+  never sees would silently differ from it).
+* Durations are float seconds in Python (:class:`Duration`, a ``float``)
+  and integer nanoseconds on the wire; plain floats given by callers are
+  normalised in ``__post_init__``.
+* Times are timezone-aware datetimes.
+* Unknown response fields are ignored, and enum-like fields are plain
+  strings (constants below), so a newer server never breaks decoding.
+  Requests are checked with :func:`validate_stream_config` /
+  :func:`validate_consumer_config` before anything is sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import enum
+import math
+from typing import Any, ClassVar, TypeVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..errors import InvalidArgumentError, JetStreamAPIError, api_error
+
+T = TypeVar("T")
+
+
+class Duration(float):
+    """Seconds, sent to the server as integer nanoseconds."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+    @property
+    def nanoseconds(self) -> int:
+        return round(self * 1e9)
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, Duration):
+        return obj.nanoseconds
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def _dec_hook(kind: type, obj: Any) -> Any:
+    if kind is Duration and isinstance(obj, (int, float)):
+        return Duration(obj / 1e9)
+    raise NotImplementedError(f"cannot decode {kind!r}")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
+
+
+def encode(obj: Any) -> bytes:
+    return _ENCODER.encode(obj)
+
+
+def decode(data: bytes, kind: type[T]) -> T:
+    return msgspec.json.decode(data, type=kind, dec_hook=_dec_hook)
+
+
+class _Struct(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base: keyword-only, unset fields omitted; durations normalised."""
+
+    _durations: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        for name in self._durations:
+            value = getattr(self, name)
+            if value is UNSET or value is None:
+                continue
+            if isinstance(value, list):
+                setattr(self, name, [_as_duration(name, v) for v in value])
+            else:
+                setattr(self, name, _as_duration(name, value))
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self, enc_hook=_enc_hook)  # type: ignore[no-any-return]
+
+
+def _as_duration(name: str, value: Any) -> Duration:
+    if isinstance(value, Duration):
+        return value
+    if isinstance(value, dt.timedelta):
+        return Duration(value.total_seconds())
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise InvalidArgumentError(f"{name} must be a number of seconds, not {value!r}")
+    return Duration(value)
+
+
+class _StrEnum(enum.StrEnum):
+    pass
+
+
+class RetentionPolicy(_StrEnum):
+    LIMITS = "limits"
+    INTEREST = "interest"
+    WORK_QUEUE = "workqueue"
+
+
+class StorageType(_StrEnum):
+    FILE = "file"
+    MEMORY = "memory"
+
+
+class DiscardPolicy(_StrEnum):
+    OLD = "old"
+    NEW = "new"
+
+
+class StoreCompression(_StrEnum):
+    NONE = "none"
+    S2 = "s2"
+
+
+class DeliverPolicy(_StrEnum):
+    ALL = "all"
+    LAST = "last"
+    NEW = "new"
+    BY_START_SEQUENCE = "by_start_sequence"
+    BY_START_TIME = "by_start_time"
+    LAST_PER_SUBJECT = "last_per_subject"
+
+
+class AckPolicy(_StrEnum):
+    NONE = "none"
+    ALL = "all"
+    EXPLICIT = "explicit"
+
+
+class ReplayPolicy(_StrEnum):
+    INSTANT = "instant"
+    ORIGINAL = "original"
+
+
+# -- streams -------------------------------------------------------------------
+
+
+class Placement(_Struct):
+    cluster: str | UnsetType = UNSET
+    tags: list[str] | UnsetType = UNSET
+
+
+class SubjectTransform(_Struct):
+    src: str
+    dest: str
+
+
+class ExternalStream(_Struct):
+    api: str
+    deliver: str | UnsetType = UNSET
+
+
+class StreamSource(_Struct):
+    name: str
+    opt_start_seq: int | UnsetType = UNSET
+    opt_start_time: dt.datetime | UnsetType = UNSET
+    filter_subject: str | UnsetType = UNSET
+    subject_transforms: list[SubjectTransform] | UnsetType = UNSET
+    external: ExternalStream | UnsetType = UNSET
+
+
+class RePublish(_Struct):
+    dest: str
+    src: str | UnsetType = UNSET
+    headers_only: bool | UnsetType = UNSET
+
+
+class StreamConsumerLimits(_Struct):
+    _durations: ClassVar[tuple[str, ...]] = ("inactive_threshold",)
+    inactive_threshold: Duration | UnsetType = UNSET
+    max_ack_pending: int | UnsetType = UNSET
+
+
+class StreamConfig(_Struct):
+    _durations: ClassVar[tuple[str, ...]] = ("max_age", "duplicate_window", "subject_delete_marker_ttl")
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    subjects: list[str] | UnsetType = UNSET
+    retention: str | UnsetType = UNSET
+    max_consumers: int | UnsetType = UNSET
+    max_msgs: int | UnsetType = UNSET
+    max_bytes: int | UnsetType = UNSET
+    max_age: Duration | UnsetType = UNSET
+    max_msgs_per_subject: int | UnsetType = UNSET
+    max_msg_size: int | UnsetType = UNSET
+    discard: str | UnsetType = UNSET
+    discard_new_per_subject: bool | UnsetType = UNSET
+    storage: str | UnsetType = UNSET
+    num_replicas: int | UnsetType = UNSET
+    no_ack: bool | UnsetType = UNSET
+    duplicate_window: Duration | UnsetType = UNSET
+    placement: Placement | UnsetType = UNSET
+    mirror: StreamSource | UnsetType = UNSET
+    sources: list[StreamSource] | UnsetType = UNSET
+    sealed: bool | UnsetType = UNSET
+    deny_delete: bool | UnsetType = UNSET
+    deny_purge: bool | UnsetType = UNSET
+    allow_rollup_hdrs: bool | UnsetType = UNSET
+    allow_direct: bool | UnsetType = UNSET
+    mirror_direct: bool | UnsetType = UNSET
+    republish: RePublish | UnsetType = UNSET
+    compression: str | UnsetType = UNSET
+    first_seq: int | UnsetType = UNSET
+    subject_transform: SubjectTransform | UnsetType = UNSET
+    consumer_limits: StreamConsumerLimits | UnsetType = UNSET
+    metadata: dict[str, str] | UnsetType = UNSET
+    allow_msg_ttl: bool | UnsetType = UNSET
+    subject_delete_marker_ttl: Duration | UnsetType = UNSET
+
+
+class LostStreamData(_Struct):
+    msgs: list[int] | None = None
+    bytes: int = 0
+
+
+class StreamState(_Struct):
+    messages: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_ts: dt.datetime | None = None
+    last_seq: int = 0
+    last_ts: dt.datetime | None = None
+    consumer_count: int = 0
+    deleted: list[int] | None = None
+    num_deleted: int = 0
+    num_subjects: int = 0
+    subjects: dict[str, int] | None = None
+    lost: LostStreamData | None = None
+
+
+class PeerInfo(_Struct):
+    _durations: ClassVar[tuple[str, ...]] = ("active",)
+    name: str = ""
+    current: bool = False
+    offline: bool = False
+    active: Duration = Duration(0)
+    lag: int = 0
+
+
+class ClusterInfo(_Struct):
+    name: str | None = None
+    leader: str | None = None
+    replicas: list[PeerInfo] | None = None
+
+
+class StreamSourceInfo(_Struct):
+    _durations: ClassVar[tuple[str, ...]] = ("active",)
+    name: str = ""
+    lag: int = 0
+    active: Duration = Duration(0)
+    filter_subject: str | None = None
+    external: ExternalStream | None = None
+
+
+class StreamInfo(_Struct):
+    config: StreamConfig
+    state: StreamState = msgspec.field(default_factory=StreamState)
+    created: dt.datetime | None = None
+    ts: dt.datetime | None = None
+    cluster: ClusterInfo | None = None
+    mirror: StreamSourceInfo | None = None
+    sources: list[StreamSourceInfo] | None = None
+
+
+# -- consumers -----------------------------------------------------------------
+
+
+class ConsumerConfig(_Struct):
+    _durations: ClassVar[tuple[str, ...]] = (
+        "ack_wait",
+        "idle_heartbeat",
+        "max_expires",
+        "inactive_threshold",
+        "backoff",
+    )
+    name: str | UnsetType = UNSET
+    durable_name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    deliver_policy: str | UnsetType = UNSET
+    opt_start_seq: int | UnsetType = UNSET
+    opt_start_time: dt.datetime | UnsetType = UNSET
+    ack_policy: str | UnsetType = UNSET
+    ack_wait: Duration | UnsetType = UNSET
+    max_deliver: int | UnsetType = UNSET
+    backoff: list[Duration] | UnsetType = UNSET
+    filter_subject: str | UnsetType = UNSET
+    filter_subjects: list[str] | UnsetType = UNSET
+    replay_policy: str | UnsetType = UNSET
+    rate_limit_bps: int | UnsetType = UNSET
+    sample_freq: str | UnsetType = UNSET
+    max_waiting: int | UnsetType = UNSET
+    max_ack_pending: int | UnsetType = UNSET
+    flow_control: bool | UnsetType = UNSET
+    idle_heartbeat: Duration | UnsetType = UNSET
+    headers_only: bool | UnsetType = UNSET
+    max_batch: int | UnsetType = UNSET
+    max_expires: Duration | UnsetType = UNSET
+    max_bytes: int | UnsetType = UNSET
+    inactive_threshold: Duration | UnsetType = UNSET
+    num_replicas: int | UnsetType = UNSET
+    mem_storage: bool | UnsetType = UNSET
+    deliver_subject: str | UnsetType = UNSET
+    deliver_group: str | UnsetType = UNSET
+    metadata: dict[str, str] | UnsetType = UNSET
+
+
+class SequenceInfo(_Struct):
+    consumer_seq: int = 0
+    stream_seq: int = 0
+    last_active: dt.datetime | None = None
+
+
+class ConsumerInfo(_Struct):
+    stream_name: str
+    name: str
+    config: ConsumerConfig
+    created: dt.datetime | None = None
+    delivered: SequenceInfo = msgspec.field(default_factory=SequenceInfo)
+    ack_floor: SequenceInfo = msgspec.field(default_factory=SequenceInfo)
+    num_ack_pending: int = 0
+    num_redelivered: int = 0
+    num_waiting: int = 0
+    num_pending: int = 0
+    cluster: ClusterInfo | None = None
+    push_bound: bool = False
+    paused: bool = False
+    ts: dt.datetime | None = None
+
+
+# -- account, acks, messages -----------------------------------------------------
+
+
+class AccountLimits(_Struct):
+    max_memory: int = 0
+    max_storage: int = 0
+    max_streams: int = 0
+    max_consumers: int = 0
+    max_ack_pending: int = 0
+    memory_max_stream_bytes: int = 0
+    storage_max_stream_bytes: int = 0
+    max_bytes_required: bool = False
+
+
+class APIStats(_Struct):
+    total: int = 0
+    errors: int = 0
+    level: int = 0
+
+
+class AccountInfo(_Struct):
+    memory: int = 0
+    storage: int = 0
+    streams: int = 0
+    consumers: int = 0
+    limits: AccountLimits = msgspec.field(default_factory=AccountLimits)
+    api: APIStats = msgspec.field(default_factory=APIStats)
+    domain: str | None = None
+
+
+class PubAck(msgspec.Struct, kw_only=True):
+    """The server's acknowledgement of a JetStream publish."""
+
+    stream: str
+    seq: int
+    duplicate: bool = False
+    domain: str | None = None
+
+
+class APIErrorBody(msgspec.Struct):
+    code: int = 0
+    err_code: int = 0
+    description: str = ""
+
+
+class _ErrorEnvelope(msgspec.Struct):
+    error: APIErrorBody | None = None
+
+
+class _PubAckReply(msgspec.Struct, kw_only=True):
+    error: APIErrorBody | None = None
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    domain: str | None = None
+
+
+class StoredMsg(msgspec.Struct, kw_only=True):
+    """A message as STREAM.MSG.GET returns it (headers and data base64-encoded on the wire)."""
+
+    subject: str
+    seq: int
+    data: bytes = b""
+    hdrs: bytes | None = None
+    time: dt.datetime | None = None
+
+
+class _MsgGetReply(msgspec.Struct):
+    message: StoredMsg
+
+
+class _Success(msgspec.Struct):
+    success: bool = False
+
+
+class _PurgeReply(msgspec.Struct):
+    success: bool = False
+    purged: int = 0
+
+
+class _Page(msgspec.Struct):
+    total: int = 0
+    offset: int = 0
+    limit: int = 0
+
+
+class _StreamNamesPage(_Page):
+    streams: list[str] | None = None
+
+
+class _StreamListPage(_Page):
+    streams: list[StreamInfo] | None = None
+
+
+class _ConsumerNamesPage(_Page):
+    consumers: list[str] | None = None
+
+
+class _ConsumerListPage(_Page):
+    consumers: list[ConsumerInfo] | None = None
+
+
+class _StreamInfoPaged(StreamInfo, kw_only=True):
+    total: int = 0
+    offset: int = 0
+    limit: int = 0
+
+
+def check_error(data: bytes) -> None:
+    """Raise the API error a reply carries, if any."""
+    if b'"error"' in data:
+        envelope = msgspec.json.decode(data, type=_ErrorEnvelope)
+        if envelope.error is not None:
+            e = envelope.error
+            raise api_error(e.code, e.err_code, e.description)
+
+
+def decode_reply(data: bytes, kind: type[T]) -> T:
+    """Decode an API reply, raising its error instead when it has one."""
+    check_error(data)
+    try:
+        return decode(data, kind)
+    except msgspec.ValidationError as exc:
+        raise JetStreamAPIError(0, 0, f"unexpected JetStream API reply ({exc}): {data[:200]!r}") from None
+
+
+def decode_pub_ack(data: bytes) -> PubAck:
+    try:
+        reply = msgspec.json.decode(data, type=_PubAckReply)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise JetStreamAPIError(0, 0, f"unexpected publish ack: {data[:200]!r}") from None
+    if reply.error is not None:
+        e = reply.error
+        raise api_error(e.code, e.err_code, e.description)
+    if not reply.stream:
+        raise JetStreamAPIError(0, 0, f"publish ack without a stream: {data[:200]!r}")
+    return PubAck(stream=reply.stream, seq=reply.seq, duplicate=reply.duplicate, domain=reply.domain)
+
+
+def b64(data: bytes | None) -> bytes:
+    return base64.b64decode(data) if data else b""
+
+
+# -- validation of requests ------------------------------------------------------
+
+_NAME_FORBIDDEN = set(" \t\r\n.*>/\\")
+
+_CHOICES = {
+    "retention": {e.value for e in RetentionPolicy},
+    "storage": {e.value for e in StorageType},
+    "discard": {e.value for e in DiscardPolicy},
+    "compression": {e.value for e in StoreCompression},
+    "deliver_policy": {e.value for e in DeliverPolicy},
+    "ack_policy": {e.value for e in AckPolicy},
+    "replay_policy": {e.value for e in ReplayPolicy},
+}
+
+
+def check_name(what: str, name: Any) -> str:
+    """Stream, consumer and durable names: non-empty, no dots, wildcards, whitespace or slashes."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"{what} must be a non-empty str, not {name!r}")
+    bad = sorted(set(name) & _NAME_FORBIDDEN)
+    if bad:
+        raise InvalidArgumentError(f"{what} {name!r} contains forbidden character(s) {''.join(bad)!r}")
+    return name
+
+
+def _check_choices(obj: _Struct) -> None:
+    for field, allowed in _CHOICES.items():
+        value = getattr(obj, field, UNSET)
+        if value is not UNSET and str(value) not in allowed:
+            raise InvalidArgumentError(f"{field} must be one of {', '.join(sorted(allowed))}; not {value!r}")
+
+
+def _check_non_negative(obj: _Struct, fields: tuple[str, ...]) -> None:
+    for field in fields:
+        value = getattr(obj, field)
+        if value is UNSET:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidArgumentError(f"{field} must be a number, not {value!r}")
+        if value < 0 and not (value == -1 and isinstance(value, int)):
+            raise InvalidArgumentError(f"{field} must be >= 0 (or -1 for unlimited), not {value!r}")
+
+
+def validate_stream_config(config: StreamConfig) -> StreamConfig:
+    check_name("stream name", config.name)
+    _check_choices(config)
+    _check_non_negative(
+        config,
+        ("max_consumers", "max_msgs", "max_bytes", "max_age", "max_msgs_per_subject", "max_msg_size",
+         "duplicate_window", "first_seq"),
+    )
+    if config.num_replicas is not UNSET and not (
+        isinstance(config.num_replicas, int) and 1 <= config.num_replicas <= 5
+    ):
+        raise InvalidArgumentError(f"num_replicas must be 1 to 5, not {config.num_replicas!r}")
+    if config.subjects is not UNSET:
+        subjects: Any = config.subjects
+        if not isinstance(subjects, list):
+            raise InvalidArgumentError(f"subjects must be a list of subjects, not {subjects!r}")
+        from ..protocol import check_subscribe_subject
+
+        for subject in config.subjects:
+            check_subscribe_subject(subject, "stream subject")
+    return config
+
+
+def validate_consumer_config(config: ConsumerConfig) -> ConsumerConfig:
+    for field in ("name", "durable_name"):
+        value = getattr(config, field)
+        if value is not UNSET:
+            check_name(field, value)
+    if (
+        config.name is not UNSET
+        and config.durable_name is not UNSET
+        and config.name != config.durable_name
+    ):
+        raise InvalidArgumentError(
+            f"name {config.name!r} and durable_name {config.durable_name!r} must match when both are set"
+        )
+    _check_choices(config)
+    _check_non_negative(
+        config,
+        ("ack_wait", "max_deliver", "max_waiting", "max_ack_pending", "idle_heartbeat", "max_batch",
+         "max_expires", "max_bytes", "inactive_threshold", "opt_start_seq", "rate_limit_bps"),
+    )
+    if config.filter_subject is not UNSET and config.filter_subjects is not UNSET:
+        raise InvalidArgumentError("set filter_subject or filter_subjects, not both")
+    if config.deliver_policy == DeliverPolicy.BY_START_SEQUENCE and config.opt_start_seq is UNSET:
+        raise InvalidArgumentError("deliver_policy by_start_sequence needs opt_start_seq")
+    if config.deliver_policy == DeliverPolicy.BY_START_TIME and config.opt_start_time is UNSET:
+        raise InvalidArgumentError("deliver_policy by_start_time needs opt_start_time")
+    if config.opt_start_seq is not UNSET and config.deliver_policy != DeliverPolicy.BY_START_SEQUENCE:
+        raise InvalidArgumentError("opt_start_seq needs deliver_policy by_start_sequence")
+    if config.opt_start_time is not UNSET and config.deliver_policy != DeliverPolicy.BY_START_TIME:
+        raise InvalidArgumentError("opt_start_time needs deliver_policy by_start_time")
+    return config
+
+
+def merge_config(kind: type[T], config: T | None, overrides: dict[str, Any]) -> T:
+    """A config from an optional base object plus keyword overrides (unknown keys rejected)."""
+    fields = set(kind.__struct_fields__)  # type: ignore[attr-defined]
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise InvalidArgumentError(f"unknown {kind.__name__} field(s): {', '.join(unknown)}")
+    if config is None:
+        return kind(**overrides)
+    if not isinstance(config, kind):
+        raise InvalidArgumentError(f"config must be a {kind.__name__}, not {type(config).__name__}")
+    if not overrides:
+        return config
+    return msgspec.structs.replace(config, **overrides)  # type: ignore[type-var]

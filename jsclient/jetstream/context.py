@@ -1,0 +1,421 @@
+"""JetStream: management calls, publish with acks, and async publish.
+
+Runs on the calling (user) thread; every call is a request over the
+connection's shared reply inbox.  ``publish_async`` acks are decoded on the
+connection's events thread.  ``_pending_cond`` guards the count of
+outstanding async publishes (the only mutable state here), so one context
+may be shared by many threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+from msgspec import UNSET
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from ..errors import (
+    InvalidArgumentError,
+    JetStreamAPIError,
+    JetStreamNotEnabledError,
+    NoRespondersError,
+    NoStreamResponseError,
+    TimeoutError,
+)
+from ..headers import Headers, HeadersInput, status_of
+from ..protocol import check_publish_subject, check_subscribe_subject
+from . import api
+from .api import (
+    AccountInfo,
+    ConsumerConfig,
+    ConsumerInfo,
+    PubAck,
+    StoredMsg,
+    StreamConfig,
+    StreamInfo,
+)
+
+if TYPE_CHECKING:
+    from ..connection import Connection
+    from ..message import Msg
+
+T = TypeVar("T")
+
+#: A 503 from a JetStream publish usually means a leader election; retry this often.
+PUBLISH_RETRY_ATTEMPTS = 4
+
+
+class JetStream:
+    """JetStream on one connection.  Create with ``nc.jetstream()``."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        prefix: str = "$JS.API",
+        domain: str | None = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+    ) -> None:
+        if domain is not None:
+            api.check_name("domain", domain)
+            prefix = f"$JS.{domain}.API"
+        check_publish_subject(prefix, "JetStream API prefix")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        if (
+            isinstance(publish_async_max_pending, bool)
+            or not isinstance(publish_async_max_pending, int)
+            or publish_async_max_pending < 1
+        ):
+            raise InvalidArgumentError(
+                f"publish_async_max_pending must be a positive int, not {publish_async_max_pending!r}"
+            )
+        self.conn = conn
+        self.prefix = prefix
+        self.domain = domain
+        self.timeout = float(timeout)
+        self.publish_async_max_pending = publish_async_max_pending
+        self._pending = 0
+        self._pending_cond = threading.Condition(threading.Lock())
+
+    def __repr__(self) -> str:
+        return f"<JetStream prefix={self.prefix!r} on {self.conn!r}>"
+
+    # -- the API call ------------------------------------------------------------
+    def _api(self, suffix: str, body: Any = None, timeout: float | None = None) -> bytes:
+        """Request ``<prefix>.<suffix>``; a missing JetStream becomes JetStreamNotEnabledError."""
+        payload = b"" if body is None else api.encode(body)
+        subject = f"{self.prefix}.{suffix}"
+        try:
+            reply = self.conn.request(subject, payload, timeout=timeout or self.timeout)
+        except NoRespondersError:
+            raise JetStreamNotEnabledError(
+                503, 0, f"no JetStream responded on {subject!r}: not enabled (or not for this account or domain)"
+            ) from None
+        except TimeoutError as exc:
+            raise TimeoutError(f"JetStream API {subject!r}: {exc}") from None
+        return reply.data
+
+    def _call(self, suffix: str, body: Any, kind: type[T], timeout: float | None = None) -> T:
+        return api.decode_reply(self._api(suffix, body, timeout), kind)
+
+    def _paged(self, suffix: str, body: dict[str, Any], kind: type[Any], field: str) -> list[Any]:
+        items: list[Any] = []
+        while True:
+            page = self._call(suffix, {**body, "offset": len(items)}, kind)
+            batch = getattr(page, field) or []
+            items.extend(batch)
+            if not batch or len(items) >= page.total:
+                return items
+
+    # -- account -----------------------------------------------------------------
+    def account_info(self) -> AccountInfo:
+        return self._call("INFO", None, AccountInfo)
+
+    # -- streams -------------------------------------------------------------------
+    def add_stream(self, config: StreamConfig | None = None, **fields: Any) -> StreamInfo:
+        """Create a stream (idempotent for an identical config)."""
+        cfg = api.validate_stream_config(api.merge_config(StreamConfig, config, fields))
+        return self._call(f"STREAM.CREATE.{cfg.name}", cfg, StreamInfo)
+
+    def update_stream(self, config: StreamConfig | None = None, **fields: Any) -> StreamInfo:
+        cfg = api.validate_stream_config(api.merge_config(StreamConfig, config, fields))
+        return self._call(f"STREAM.UPDATE.{cfg.name}", cfg, StreamInfo)
+
+    def delete_stream(self, name: str) -> bool:
+        api.check_name("stream name", name)
+        return self._call(f"STREAM.DELETE.{name}", None, api._Success).success
+
+    def stream_info(self, name: str, subjects_filter: str | None = None, deleted_details: bool = False) -> StreamInfo:
+        """Stream config and state; ``subjects_filter`` fills ``state.subjects`` (all pages)."""
+        api.check_name("stream name", name)
+        body: dict[str, Any] = {}
+        if subjects_filter is not None:
+            check_subscribe_subject(subjects_filter, "subjects_filter")
+            body["subjects_filter"] = subjects_filter
+        if deleted_details:
+            body["deleted_details"] = True
+        info = self._call(f"STREAM.INFO.{name}", body or None, api._StreamInfoPaged)
+        subjects = dict(info.state.subjects or {})
+        while subjects_filter is not None and info.total > len(subjects) and info.state.subjects:
+            info = self._call(f"STREAM.INFO.{name}", {**body, "offset": len(subjects)}, api._StreamInfoPaged)
+            subjects.update(info.state.subjects or {})
+        state = msgspec.structs.replace(info.state, subjects=subjects or info.state.subjects)
+        return StreamInfo(
+            config=info.config,
+            state=state,
+            created=info.created,
+            ts=info.ts,
+            cluster=info.cluster,
+            mirror=info.mirror,
+            sources=info.sources,
+        )
+
+    def streams(self, subject: str | None = None) -> list[StreamInfo]:
+        """Every stream (all pages), optionally only those listening on ``subject``."""
+        body = self._subject_filter(subject)
+        return self._paged("STREAM.LIST", body, api._StreamListPage, "streams")
+
+    def stream_names(self, subject: str | None = None) -> list[str]:
+        body = self._subject_filter(subject)
+        return self._paged("STREAM.NAMES", body, api._StreamNamesPage, "streams")
+
+    @staticmethod
+    def _subject_filter(subject: str | None) -> dict[str, Any]:
+        if subject is None:
+            return {}
+        check_subscribe_subject(subject, "subject filter")
+        return {"subject": subject}
+
+    def find_stream(self, subject: str) -> str:
+        """The one stream that stores ``subject``; a clear error for none or several."""
+        names = self.stream_names(subject)
+        if len(names) != 1:
+            from ..errors import StreamNotFoundError
+
+            found = "no stream" if not names else f"{len(names)} streams ({', '.join(names)})"
+            raise StreamNotFoundError(404, 10059, f"no matching stream for subject {subject!r}: {found}")
+        return names[0]
+
+    def purge_stream(
+        self, name: str, subject: str | None = None, seq: int | None = None, keep: int | None = None
+    ) -> int:
+        """Purge all, or one subject, or up to (not including) ``seq``, or all but ``keep``; the count."""
+        api.check_name("stream name", name)
+        if seq is not None and keep is not None:
+            raise InvalidArgumentError("purge_stream: seq and keep are mutually exclusive")
+        body: dict[str, Any] = {}
+        if subject is not None:
+            check_subscribe_subject(subject, "purge subject")
+            body["filter"] = subject
+        for key, value in (("seq", seq), ("keep", keep)):
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InvalidArgumentError(f"purge_stream: {key} must be an int >= 0, not {value!r}")
+                body[key] = value
+        return self._call(f"STREAM.PURGE.{name}", body or None, api._PurgeReply).purged
+
+    def get_msg(
+        self,
+        stream: str,
+        seq: int | None = None,
+        last_by_subj: str | None = None,
+        next_by_subj: str | None = None,
+    ) -> StoredMsg:
+        """One stored message via STREAM.MSG.GET: by ``seq``, last by subject, or next from ``seq``."""
+        api.check_name("stream name", stream)
+        body: dict[str, Any] = {}
+        if seq is not None:
+            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+                raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
+            body["seq"] = seq
+        if last_by_subj is not None:
+            if seq is not None or next_by_subj is not None:
+                raise InvalidArgumentError("last_by_subj cannot be combined with seq or next_by_subj")
+            check_subscribe_subject(last_by_subj, "last_by_subj")
+            body["last_by_subj"] = last_by_subj
+        if next_by_subj is not None:
+            check_subscribe_subject(next_by_subj, "next_by_subj")
+            body["next_by_subj"] = next_by_subj
+            body.setdefault("seq", 1)
+        if not body:
+            raise InvalidArgumentError("get_msg needs seq, last_by_subj or next_by_subj")
+        return self._call(f"STREAM.MSG.GET.{stream}", body, api._MsgGetReply).message
+
+    def delete_msg(self, stream: str, seq: int, erase: bool = False) -> bool:
+        """Delete one message (``erase`` overwrites it on disk)."""
+        api.check_name("stream name", stream)
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
+        body: dict[str, Any] = {"seq": seq}
+        if not erase:
+            body["no_erase"] = True
+        return self._call(f"STREAM.MSG.DELETE.{stream}", body, api._Success).success
+
+    # -- consumers -----------------------------------------------------------------
+    def add_consumer(
+        self, stream: str, config: ConsumerConfig | None = None, *, action: str = "", **fields: Any
+    ) -> ConsumerInfo:
+        """Create or update a consumer; ``action`` "create" or "update" restricts to one."""
+        api.check_name("stream name", stream)
+        if action not in ("", "create", "update"):
+            raise InvalidArgumentError(f"action must be '', 'create' or 'update', not {action!r}")
+        cfg = api.validate_consumer_config(api.merge_config(ConsumerConfig, config, fields))
+        name = cfg.name if cfg.name is not UNSET else cfg.durable_name
+        body: dict[str, Any] = {"stream_name": stream, "config": cfg}
+        if action:
+            body["action"] = action
+        suffix = f"CONSUMER.CREATE.{stream}" if name is UNSET else f"CONSUMER.CREATE.{stream}.{name}"
+        return self._call(suffix, body, ConsumerInfo)
+
+    def update_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> ConsumerInfo:
+        return self.add_consumer(stream, config, action="update", **fields)
+
+    def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> ConsumerInfo:
+        api.check_name("stream name", stream)
+        api.check_name("consumer name", consumer)
+        return self._call(f"CONSUMER.INFO.{stream}.{consumer}", None, ConsumerInfo, timeout)
+
+    def delete_consumer(self, stream: str, consumer: str) -> bool:
+        api.check_name("stream name", stream)
+        api.check_name("consumer name", consumer)
+        return self._call(f"CONSUMER.DELETE.{stream}.{consumer}", None, api._Success).success
+
+    def consumers(self, stream: str) -> list[ConsumerInfo]:
+        api.check_name("stream name", stream)
+        return self._paged(f"CONSUMER.LIST.{stream}", {}, api._ConsumerListPage, "consumers")
+
+    def consumer_names(self, stream: str) -> list[str]:
+        api.check_name("stream name", stream)
+        return self._paged(f"CONSUMER.NAMES.{stream}", {}, api._ConsumerNamesPage, "consumers")
+
+    # -- publishing ------------------------------------------------------------------
+    def publish(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        headers: HeadersInput | None = None,
+        timeout: float | None = None,
+    ) -> PubAck:
+        """Publish and wait for the stream's ack.
+
+        A 503 (no stream answered, as during a leader election) is retried a
+        few times with backoff before NoStreamResponseError.
+        """
+        hdrs = _publish_headers(
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
+        )
+        wait = timeout or self.timeout
+        request = self.conn.request
+        try:
+            reply = request(subject, payload, timeout=wait, headers=hdrs)
+        except NoRespondersError:
+            reply = self._publish_retry(lambda: request(subject, payload, timeout=wait, headers=hdrs), subject)
+        return api.decode_pub_ack(reply.data)
+
+    @staticmethod
+    def _publish_retry(send: Callable[[], Msg], subject: str) -> Msg:
+        try:
+            for attempt in Retrying(
+                stop=stop_after_attempt(PUBLISH_RETRY_ATTEMPTS),
+                wait=wait_exponential(multiplier=0.05, max=1.0),
+                retry=retry_if_exception_type(NoRespondersError),
+                reraise=True,
+            ):
+                with attempt:
+                    return send()
+        except NoRespondersError:
+            pass
+        raise NoStreamResponseError(
+            f"no stream answered a publish to {subject!r}: no stream stores that subject, or JetStream is unavailable"
+        )
+
+    def publish_async(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        headers: HeadersInput | None = None,
+        timeout: float | None = None,
+    ) -> Future[PubAck]:
+        """Publish without waiting: a Future resolved with the PubAck, an API error or a timeout.
+
+        Blocks (up to ``timeout``) while ``publish_async_max_pending`` acks are
+        outstanding.  Every future resolves; none hangs.
+        """
+        hdrs = _publish_headers(
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
+        )
+        wait = timeout or self.timeout
+        cond = self._pending_cond
+        with cond:
+            if self._pending >= self.publish_async_max_pending and not cond.wait_for(
+                lambda: self._pending < self.publish_async_max_pending, wait
+            ):
+                raise TimeoutError(
+                    f"publish_async: {self._pending} acks still outstanding after {wait} s "
+                    f"(publish_async_max_pending={self.publish_async_max_pending})"
+                )
+            self._pending += 1
+        try:
+            fut: Future[PubAck] = self.conn._request_async(subject, payload, wait, hdrs, _decode_async_ack)
+        except BaseException:
+            self._release_pending(None)
+            raise
+        fut.add_done_callback(self._release_pending)
+        return fut
+
+    def _release_pending(self, _: Future[PubAck] | None) -> None:
+        with self._pending_cond:
+            self._pending -= 1
+            if self._pending < self.publish_async_max_pending:
+                self._pending_cond.notify_all()
+
+    @property
+    def publish_async_pending(self) -> int:
+        return self._pending
+
+    def publish_async_completed(self, timeout: float = 10.0) -> None:
+        """Wait until every publish_async future has resolved."""
+        with self._pending_cond:
+            if not self._pending_cond.wait_for(lambda: self._pending == 0, timeout):
+                raise TimeoutError(f"publish_async_completed: {self._pending} acks still outstanding after {timeout} s")
+
+
+def _decode_async_ack(msg: Msg) -> PubAck:
+    if not msg.data and status_of(msg.header) == 503:
+        raise NoStreamResponseError(
+            f"no stream answered a publish to {msg.subject!r}: no stream stores that subject, "
+            "or JetStream is unavailable"
+        )
+    return api.decode_pub_ack(msg.data)
+
+
+def _publish_headers(
+    headers: HeadersInput | None,
+    msg_id: str | None,
+    expected_stream: str | None,
+    expected_last_seq: int | None,
+    expected_last_subject_seq: int | None,
+    expected_last_msg_id: str | None,
+) -> HeadersInput | None:
+    if msg_id is None and expected_stream is None and expected_last_seq is None and (
+        expected_last_subject_seq is None and expected_last_msg_id is None
+    ):
+        return headers
+    hdrs = Headers(headers) if headers is not None else Headers()
+    for name, value in (("Nats-Msg-Id", msg_id), ("Nats-Expected-Last-Msg-Id", expected_last_msg_id)):
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise InvalidArgumentError(f"{name} must be a non-empty str, not {value!r}")
+            hdrs[name] = value
+    if expected_stream is not None:
+        hdrs["Nats-Expected-Stream"] = api.check_name("expected_stream", expected_stream)
+    for name, number in (
+        ("Nats-Expected-Last-Sequence", expected_last_seq),
+        ("Nats-Expected-Last-Subject-Sequence", expected_last_subject_seq),
+    ):
+        if number is not None:
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                raise InvalidArgumentError(f"{name} must be an int >= 0, not {number!r}")
+            hdrs[name] = str(number)
+    return hdrs
+
+
+__all__ = ["JetStream", "JetStreamAPIError"]
