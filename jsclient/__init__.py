@@ -25,6 +25,7 @@ from .errors import (
     TimeoutError,
 )
 from .headers import Headers
+from .jetstream.context import JetStream
 from .message import Msg
 from .options import Options
 from .subscription import Subscription
@@ -39,6 +40,7 @@ __all__ = [
     "Error",
     "Headers",
     "InvalidArgumentError",
+    "JetStream",
     "MaxPayloadError",
     "MaxPayloadServerError",
     "Msg",

@@ -238,6 +238,7 @@ class Connection:
         self._events_thread: threading.Thread | None = None
         self._closed_event = threading.Event()
         self._timers = Scheduler()
+        self._watchdog_scheduler: Scheduler | None = None
         weakref.finalize(self, _Socket.shutdown, self._io)
 
     # -- properties ----------------------------------------------------------
@@ -759,6 +760,14 @@ class Connection:
             error = TimeoutError(f"request to {subject!r}: no response within {timeout} s")
             self._events.put(lambda: _settle(pending.future, error=error))
 
+    @property
+    def _watchdog(self) -> Scheduler:
+        """The heartbeat watchdog's scheduler (its own thread, started on first use)."""
+        with self._sub_lock:
+            if self._watchdog_scheduler is None:
+                self._watchdog_scheduler = Scheduler("jsclient-watchdog")
+            return self._watchdog_scheduler
+
     # -- JetStream -------------------------------------------------------------
     def jetstream(
         self,
@@ -922,6 +931,8 @@ class Connection:
             if waiter is not None:
                 waiter.fill(error=closed)
         self._timers.close()
+        if self._watchdog_scheduler is not None:
+            self._watchdog_scheduler.close()
         for token in list(self._resp_waiters):
             pending = self._resp_waiters.pop(token, None)
             if isinstance(pending, _Waiter):

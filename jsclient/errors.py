@@ -237,3 +237,70 @@ def api_error(code: int, err_code: int, description: str) -> JetStreamAPIError:
     if cls is None:
         cls = JetStreamUnavailableError if code == 503 else JetStreamAPIError
     return cls(code, err_code, description)
+
+
+# -- JetStream statuses and subscriptions --------------------------------------
+
+
+class JetStreamStatusError(JetStreamError):
+    """The server sent an error status to a subscription (409, 503, or one we do not know)."""
+
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(f"JetStream status {code}: {description}")
+        self.code = code
+        self.description = description
+
+
+class ConsumerDeletedError(JetStreamStatusError):
+    """409 Consumer Deleted: the consumer went away under the subscription."""
+
+
+class ConsumerIsPushBasedError(JetStreamStatusError):
+    """409 Consumer is push based: a pull request reached a push consumer."""
+
+
+class MaxWaitingExceededError(JetStreamStatusError):
+    """409 Exceeded MaxWaiting: too many pull requests are waiting on this consumer."""
+
+
+class MaxRequestBatchExceededError(JetStreamStatusError):
+    """409 Exceeded MaxRequestBatch: the pull batch is over the consumer's max_batch."""
+
+
+class MaxRequestExpiresExceededError(JetStreamStatusError):
+    """409 Exceeded MaxRequestExpires: the pull expiry is over the consumer's max_expires."""
+
+
+class MaxBytesExceededError(JetStreamStatusError):
+    """409 Exceeded MaxRequestMaxBytes: the pull max_bytes is over the consumer's max_bytes."""
+
+
+class LeadershipChangeError(JetStreamStatusError):
+    """409 Leadership Change: the consumer moved; pull again."""
+
+
+class ServerShutdownError(JetStreamStatusError):
+    """409 Server Shutdown."""
+
+
+class NoRespondersStatusError(JetStreamStatusError):
+    """503 delivered to a subscription: nothing answered (for example a flow-control reply)."""
+
+
+class HeartbeatsMissedError(JetStreamError):
+    """No message or heartbeat arrived within the heartbeat alarm time."""
+
+
+class MessageGapError(JetStreamError):
+    """The consumer sequence skipped: ``expected`` was next, ``received`` arrived."""
+
+    def __init__(self, expected: int, received: int, consumer: str = "") -> None:
+        where = f" on consumer {consumer!r}" if consumer else ""
+        super().__init__(f"message gap{where}: expected consumer sequence {expected}, received {received}")
+        self.expected = expected
+        self.received = received
+        self.consumer = consumer
+
+
+class JetStreamSubscribeError(JetStreamError, ValueError):
+    """A subscription cannot bind to the consumer as asked (the text says which check failed)."""

@@ -72,6 +72,7 @@ class NatsServer:
         *,
         port: int | None = None,
         jetstream: bool = True,
+        domain: str | None = None,
         config: str = "",
         store_dir: str | None = None,
         name: str | None = None,
@@ -83,6 +84,7 @@ class NatsServer:
         self.port = port or free_port()
         self.monitor_port = free_port()
         self.jetstream = jetstream
+        self.domain = domain
         self.extra_config = config
         self.name = name or f"jsclient-test-{self.port}"
         self.debug = debug
@@ -109,7 +111,8 @@ class NatsServer:
             f"http: 127.0.0.1:{self.monitor_port}",
         ]
         if self.jetstream:
-            lines.append(f'jetstream {{ store_dir: "{self.store_dir}" }}')
+            domain = f'\n  domain: "{self.domain}"' if self.domain else ""
+            lines.append(f'jetstream {{\n  store_dir: "{self.store_dir}"{domain}\n}}')
         if self.debug:
             lines += ["debug: true", "trace: true"]
         lines.append(self.extra_config)

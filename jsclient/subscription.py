@@ -79,6 +79,11 @@ class Subscription:
         self._closed: type[Error] | None = None
         self._dispatcher: threading.Thread | None = None
         self._busy = False  # the dispatcher holds a message (guarded by _cond)
+        #: Reader-thread hook of a layer above (JetStream): sees every message
+        #: first and returns True to consume it.  Internal code only: quick, never blocking.
+        self._hook: Callable[[Msg], bool] | None = None
+        # An error the next take raises once the queue is empty (guarded by _cond).
+        self._pending_error: Error | None = None
         if cb is not None:
             self._dispatcher = threading.Thread(
                 target=self._dispatch_loop, name=f"jsclient-sub-{sid}", daemon=True
@@ -93,6 +98,9 @@ class Subscription:
     def _deliver(self, msg: Msg) -> None:
         """Queue a message, or drop and count it when over the pending limits."""
         self.received += 1
+        hook = self._hook
+        if hook is not None and hook(msg):
+            return
         size = len(msg.data)
         q = self._queue
         if (
@@ -146,12 +154,21 @@ class Subscription:
         """
         if self._cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
+        return self._take(timeout)
+
+    def _take(self, timeout: float | None) -> Msg:
         try:
             msg = self._queue.popleft()
         except IndexError:
             msg = self._wait(timeout)
         self._bytes_out += len(msg.data)
         return msg
+
+    def _interrupt(self, error: Error) -> None:
+        """Have the next take raise ``error`` once, when the queue is empty.  Any thread."""
+        with self._cond:
+            self._pending_error = error
+            self._cond.notify_all()
 
     def _wait(self, timeout: float | None) -> Msg:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -164,6 +181,9 @@ class Subscription:
                     # The queue has emptied: a later drop is a new slow episode.
                     if self._slow_reported:
                         self._slow = self._slow_reported = False
+                    if self._pending_error is not None:
+                        error, self._pending_error = self._pending_error, None
+                        raise error
                     if self._closed is not None:
                         raise self._closed_error()
                     if deadline is None:

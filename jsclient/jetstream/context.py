@@ -42,6 +42,8 @@ from .api import (
 if TYPE_CHECKING:
     from ..connection import Connection
     from ..message import Msg
+    from .ordered import OrderedSubscription
+    from .push import PushSubscription
 
 T = TypeVar("T")
 
@@ -273,6 +275,64 @@ class JetStream:
     def consumer_names(self, stream: str) -> list[str]:
         api.check_name("stream name", stream)
         return self._paged(f"CONSUMER.NAMES.{stream}", {}, api._ConsumerNamesPage, "consumers")
+
+    # -- subscribing -----------------------------------------------------------------
+    def subscribe(
+        self,
+        subject: str | None = None,
+        *,
+        durable: str | None = None,
+        queue: str | None = None,
+        stream: str | None = None,
+        consumer: str | None = None,
+        config: ConsumerConfig | None = None,
+        cb: Callable[[Msg], None] | None = None,
+        manual_ack: bool = False,
+        idle_heartbeat: float | None = None,
+        flow_control: bool = False,
+        heartbeat_alarm: float | None = None,
+        ordered: bool = False,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+    ) -> PushSubscription | OrderedSubscription:
+        """A push subscription (ADR-15), or with ``ordered=True`` an ordered consumer (ADR-17)."""
+        if ordered:
+            from .ordered import subscribe_ordered
+
+            if durable is not None or queue is not None or consumer is not None:
+                bad = "durable" if durable is not None else "queue" if queue is not None else "consumer"
+                raise InvalidArgumentError(f"an ordered consumer cannot use {bad}")
+            if manual_ack or flow_control is not False or heartbeat_alarm is not None:
+                bad = "manual_ack" if manual_ack else "flow_control" if flow_control else "heartbeat_alarm"
+                raise InvalidArgumentError(f"an ordered consumer cannot use {bad} (it manages it itself)")
+            return subscribe_ordered(
+                self,
+                subject,
+                stream=stream,
+                config=config,
+                cb=cb,
+                idle_heartbeat=idle_heartbeat,
+                pending_msgs_limit=pending_msgs_limit,
+                pending_bytes_limit=pending_bytes_limit,
+            )
+        from .push import subscribe
+
+        return subscribe(
+            self,
+            subject,
+            durable=durable,
+            queue=queue,
+            stream=stream,
+            consumer=consumer,
+            config=config,
+            cb=cb,
+            manual_ack=manual_ack,
+            idle_heartbeat=idle_heartbeat,
+            flow_control=flow_control,
+            heartbeat_alarm=heartbeat_alarm,
+            pending_msgs_limit=pending_msgs_limit,
+            pending_bytes_limit=pending_bytes_limit,
+        )
 
     # -- publishing ------------------------------------------------------------------
     def publish(

@@ -1,0 +1,392 @@
+"""Ordered consumer (ADR-17): an ephemeral push consumer that heals itself.
+
+Threads and state:
+
+* The connection's **reader thread** runs :meth:`OrderedSubscription._on_receive`
+  for the current core subscription (a hook bound to one generation).  It
+  accepts only the next consumer sequence; on a gap it drops the message,
+  records the stream sequence to restart from and interrupts the taker.  It
+  writes ``_rcv_cseq``/``_rcv_sseq``/``_reset_from`` under ``_lock``.
+* The **taking thread** (``next_msg``, iteration, or this subscription's own
+  callback thread) delivers what was accepted, then performs the reset
+  itself: unsubscribe the old inbox, delete the old consumer best-effort,
+  create a new one at the last accepted stream sequence + 1, with tenacity
+  backoff while JetStream is unavailable.  A deleted stream is raised.
+* The **watchdog thread** flags a reset when heartbeats stop (the consumer
+  may be gone).  A reconnect is treated the same way.
+
+``_lock`` guards the generation, the reset flag and the accepted sequences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from msgspec import UNSET
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from ..errors import (
+    ConnectionClosedError,
+    ConsumerDeletedError,
+    Error,
+    InvalidArgumentError,
+    JetStreamAPIError,
+    JetStreamNotEnabledError,
+    JetStreamUnavailableError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
+from ..headers import status_of
+from ..message import ACK_DISABLED, Msg
+from ..protocol import check_subscribe_subject
+from . import api
+from .api import AckPolicy, ConsumerConfig, DeliverPolicy
+from .push import _ack_cseq
+from .status import Kind, classify, status_error
+from .watchdog import HeartbeatMonitor
+
+if TYPE_CHECKING:
+    from ..subscription import Subscription
+    from .context import JetStream
+
+DEFAULT_IDLE_HEARTBEAT = 5.0
+ACK_WAIT = 22 * 3600.0
+#: How long a reset keeps retrying while JetStream is unavailable.
+RESET_RETRY_SECONDS = 60.0
+_RETRIABLE = (JetStreamUnavailableError, JetStreamNotEnabledError, TimeoutError)
+
+
+class _Reset(Error):
+    """Internal: interrupts a take so the taker performs a reset."""
+
+
+def ordered_config(config: ConsumerConfig | None, idle_heartbeat: float | None) -> ConsumerConfig:
+    """ADR-17 checks and defaults; each rejection names the option."""
+    cfg = config if config is not None else ConsumerConfig()
+    if not isinstance(cfg, ConsumerConfig):
+        raise InvalidArgumentError(f"config must be a ConsumerConfig, not {type(cfg).__name__}")
+    for field in ("durable_name", "deliver_subject", "deliver_group", "name"):
+        if getattr(cfg, field) is not UNSET:
+            raise InvalidArgumentError(f"an ordered consumer cannot set {field}")
+    for field in ("max_waiting", "max_batch", "max_expires"):
+        if getattr(cfg, field) is not UNSET:
+            raise InvalidArgumentError(f"{field} is a pull consumer option; an ordered consumer is push")
+    if cfg.ack_policy is not UNSET and cfg.ack_policy != AckPolicy.NONE:
+        raise InvalidArgumentError(f"an ordered consumer needs ack_policy none, not {cfg.ack_policy!r}")
+    if cfg.max_deliver is not UNSET and cfg.max_deliver != 1:
+        raise InvalidArgumentError(f"an ordered consumer needs max_deliver 1, not {cfg.max_deliver!r}")
+    if cfg.flow_control is not UNSET and cfg.flow_control is not True:
+        raise InvalidArgumentError("an ordered consumer needs flow_control true")
+    if cfg.mem_storage is not UNSET and cfg.mem_storage is not True:
+        raise InvalidArgumentError("an ordered consumer needs mem_storage true")
+    if cfg.num_replicas is not UNSET:
+        raise InvalidArgumentError("an ordered consumer cannot set num_replicas (it is always 1)")
+    hb: Any = cfg.idle_heartbeat
+    if idle_heartbeat is not None:
+        if isinstance(idle_heartbeat, bool) or not isinstance(idle_heartbeat, (int, float)) or idle_heartbeat <= 0:
+            raise InvalidArgumentError(f"idle_heartbeat must be a positive number of seconds, not {idle_heartbeat!r}")
+        hb = idle_heartbeat
+    fields: dict[str, Any] = {
+        "ack_policy": AckPolicy.NONE.value,
+        "max_deliver": 1,
+        "flow_control": True,
+        "mem_storage": True,
+        "num_replicas": 1,
+        "ack_wait": ACK_WAIT,
+        "idle_heartbeat": hb if hb is not UNSET else DEFAULT_IDLE_HEARTBEAT,
+    }
+    if cfg.inactive_threshold is UNSET:
+        fields["inactive_threshold"] = 300.0  # a consumer left behind by a crash goes away
+    return api.validate_consumer_config(msgspec.structs.replace(cfg, **fields))
+
+
+class OrderedSubscription:
+    """Messages of a stream (or subject filter) exactly once, in order, despite faults."""
+
+    def __init__(
+        self,
+        js: JetStream,
+        stream: str,
+        subject: str | None,
+        config: ConsumerConfig,
+        cb: Callable[[Msg], None] | None,
+        limits: tuple[int | None, int | None],
+    ) -> None:
+        self._js = js
+        self._conn = js.conn
+        self.stream = stream
+        self.subject = subject
+        self._base = config
+        self._cb = cb
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._sub: Subscription | None = None
+        self._monitor: HeartbeatMonitor | None = None
+        self._closed = False
+        # Reader side: last accepted into the queue; restart point when a reset is due.
+        self._rcv_cseq = 0
+        self._rcv_sseq = 0
+        self._reset_from: int | None = None
+        self._fc_answered: str | None = None
+        # Taker side: what the user has been given.
+        self.last_stream_seq = 0
+        self.last_consumer_seq = 0
+        #: Consumer recreations so far (gaps, lost heartbeats, deleted consumers, reconnects).
+        self.resets = 0
+        self.consumer = ""
+        self._thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<OrderedSubscription stream={self.stream!r} consumer={self.consumer!r} "
+            f"last_stream_seq={self.last_stream_seq} resets={self.resets}>"
+        )
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return {
+            "stream": self.stream,
+            "consumer": self.consumer,
+            "last_stream_seq": self.last_stream_seq,
+            "last_consumer_seq": self.last_consumer_seq,
+            "resets": self.resets,
+        }
+
+    # -- creating a consumer -------------------------------------------------------
+    def _start(self) -> None:
+        """Subscribe a fresh inbox and create a consumer from where delivery stands."""
+        conn = self._conn
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+            start = self._rcv_sseq
+            self._rcv_cseq = 0
+            self._reset_from = None
+            self._fc_answered = None
+        inbox = conn.new_inbox()
+        sub = conn.subscribe(inbox, pending_msgs_limit=self._limits[0], pending_bytes_limit=self._limits[1])
+        sub._hook = lambda msg: self._on_receive(msg, generation)
+        fields: dict[str, Any] = {"deliver_subject": inbox}
+        if self.subject and self._base.filter_subject is UNSET and self._base.filter_subjects is UNSET:
+            fields["filter_subject"] = self.subject
+        if start:
+            fields.update(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE.value, opt_start_seq=start + 1, opt_start_time=UNSET
+            )
+        cfg = msgspec.structs.replace(self._base, **fields)
+        try:
+            info = self._create(cfg)
+        except BaseException:
+            sub.unsubscribe()
+            raise
+        self._sub = sub
+        self.consumer = info.name
+        hb = cfg.idle_heartbeat
+        assert isinstance(hb, float)
+        self._monitor = HeartbeatMonitor(
+            conn._watchdog, sub, interval=hb, alarm=3 * hb, on_alarm=lambda: self._request_reset(generation)
+        ).start()
+
+    def _create(self, cfg: ConsumerConfig) -> api.ConsumerInfo:
+        for attempt in Retrying(
+            stop=stop_after_delay(RESET_RETRY_SECONDS),
+            wait=wait_exponential(multiplier=0.1, max=2.0),
+            retry=retry_if_exception_type(_RETRIABLE),
+            reraise=True,
+        ):
+            with attempt:
+                if self._closed:
+                    raise SubscriptionClosedError("ordered subscription closed while recreating its consumer")
+                return self._js.add_consumer(self.stream, cfg)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- reader thread ----------------------------------------------------------------
+    def _on_receive(self, msg: Msg, generation: int) -> bool:
+        """True drops the message: stale generation, heartbeat, or anything after a gap."""
+        with self._lock:
+            if generation != self._generation or self._reset_from is not None:
+                return True
+            header = msg.header
+            if header is not None and status_of(header) is not None:
+                status = classify(msg)
+                if status.kind is Kind.HEARTBEAT:
+                    if status.last_consumer is not None and status.last_consumer > self._rcv_cseq:
+                        self._flag_reset()
+                    elif status.flow_control_subject:
+                        self._answer_flow_control(status.flow_control_subject)
+                    return True
+                return False  # flow control and errors go through the queue, in order
+            seqs = _ack_cseq(msg.reply)
+            if seqs is None:
+                return True
+            cseq, sseq = seqs
+            if cseq != self._rcv_cseq + 1:
+                self._flag_reset()
+                return True
+            self._rcv_cseq = cseq
+            self._rcv_sseq = sseq
+            return False
+
+    def _flag_reset(self) -> None:
+        """Under _lock: stop accepting and have the taker reset from the last accepted message."""
+        self._reset_from = self._rcv_sseq
+        sub = self._sub
+        if sub is not None:
+            sub._interrupt(_Reset("reset"))
+
+    def _request_reset(self, generation: int) -> None:
+        """Watchdog thread (missed heartbeats) or reconnect: reset unless already resetting."""
+        with self._lock:
+            if generation == self._generation and self._reset_from is None and not self._closed:
+                self._flag_reset()
+
+    def _answer_flow_control(self, subject: str) -> None:
+        if subject == self._fc_answered:
+            return
+        self._fc_answered = subject
+        with contextlib.suppress(ConnectionClosedError):
+            self._conn._publish_raw(subject, b"")
+
+    # -- taking thread ------------------------------------------------------------------
+    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        if self._cb is not None and threading.current_thread() is not self._thread:
+            raise Error("next_msg cannot be used on a subscription with a callback")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._closed:
+                raise SubscriptionClosedError(f"ordered subscription on {self.stream!r} is closed")
+            sub = self._sub
+            if sub is None or (self._reset_from is not None and not sub.pending_msgs):
+                self._reset()
+                continue
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                msg = sub._take(remaining)
+            except _Reset:
+                continue
+            except SubscriptionClosedError:
+                if self._closed:
+                    raise
+                continue  # the old inbox after a reset
+            if msg.header is not None and status_of(msg.header) is not None:
+                self._handle_status(msg)
+                continue
+            meta = msg.metadata
+            self.last_stream_seq = meta.sequence.stream
+            self.last_consumer_seq = meta.sequence.consumer
+            msg._ack_state = ACK_DISABLED
+            return msg
+
+    def _handle_status(self, msg: Msg) -> None:
+        status = classify(msg)
+        if status.kind is Kind.FLOW_CONTROL:
+            if status.flow_control_subject:
+                with self._lock:
+                    self._answer_flow_control(status.flow_control_subject)
+            return
+        error = status_error(status)
+        if isinstance(error, ConsumerDeletedError):
+            with self._lock:
+                self._flag_reset()
+            return
+        raise error
+
+    def _reset(self) -> None:
+        """Recreate the consumer at the last accepted stream sequence + 1."""
+        old_sub, old_consumer, monitor = self._sub, self.consumer, self._monitor
+        self._sub = None
+        if monitor is not None:
+            monitor.stop()
+        if old_sub is not None:
+            with contextlib.suppress(Error):
+                old_sub.unsubscribe()
+        if old_consumer:
+            self._delete_quietly(old_consumer)
+        self._start()
+        self.resets += 1
+
+    def _delete_quietly(self, consumer: str) -> None:
+        """Best effort, without waiting: the old consumer is ephemeral anyway."""
+        with contextlib.suppress(Error):
+            self._conn.request_async(f"{self._js.prefix}.CONSUMER.DELETE.{self.stream}.{consumer}", b"", timeout=5)
+
+    def __iter__(self) -> Iterator[Msg]:
+        while True:
+            try:
+                yield self.next_msg(timeout=None)
+            except (SubscriptionClosedError, ConnectionClosedError):
+                return
+
+    def _run_callbacks(self) -> None:
+        cb = self._cb
+        assert cb is not None
+        while not self._closed:
+            try:
+                msg = self.next_msg(timeout=None)
+            except (SubscriptionClosedError, ConnectionClosedError):
+                return
+            except Error as exc:
+                self._conn._report_error(exc)
+                if isinstance(exc, JetStreamAPIError) and not exc.retriable:
+                    return
+                continue
+            try:
+                cb(msg)
+            except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
+                self._conn._report_error(exc)
+
+    # -- ending -----------------------------------------------------------------------
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def unsubscribe(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._generation += 1
+        if self._monitor is not None:
+            self._monitor.stop()
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            sub.unsubscribe()
+        if self.consumer:
+            self._delete_quietly(self.consumer)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5)
+
+    drain = unsubscribe
+
+
+def subscribe_ordered(
+    js: JetStream,
+    subject: str | None,
+    *,
+    stream: str | None = None,
+    config: ConsumerConfig | None = None,
+    cb: Callable[[Msg], None] | None = None,
+    idle_heartbeat: float | None = None,
+    pending_msgs_limit: int | None = None,
+    pending_bytes_limit: int | None = None,
+) -> OrderedSubscription:
+    if not subject and not stream:
+        raise InvalidArgumentError("subscribe needs a subject or a stream")
+    if subject is not None:
+        check_subscribe_subject(subject)
+    if cb is not None and not callable(cb):
+        raise InvalidArgumentError("cb must be callable")
+    cfg = ordered_config(config, idle_heartbeat)
+    stream_name = stream or js.find_stream(subject)  # type: ignore[arg-type]
+    api.check_name("stream", stream_name)
+    osub = OrderedSubscription(js, stream_name, subject, cfg, cb, (pending_msgs_limit, pending_bytes_limit))
+    osub._start()
+    if cb is not None:
+        osub._thread = threading.Thread(target=osub._run_callbacks, name="jsclient-ordered", daemon=True)
+        osub._thread.start()
+    return osub
