@@ -275,6 +275,11 @@ class Connection:
         return self._max_payload
 
     @property
+    def num_subscriptions(self) -> int:
+        """Live subscriptions, the internal request inbox not counted."""
+        return sum(1 for sid in list(self._subs) if sid != self._resp_sid)
+
+    @property
     def last_error(self) -> Exception | None:
         return self._last_error
 

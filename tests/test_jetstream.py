@@ -226,7 +226,7 @@ def test_publish_async_window_blocks_then_times_out(server: NatsServer) -> None:
         nc.flush()
         js = nc.jetstream(publish_async_max_pending=2)
         first = [js.publish_async("silent.stream", b"", timeout=0.3) for _ in range(2)]
-        third = js.publish_async("silent.stream", b"", timeout=3)  # blocks until a slot frees
+        third = js.publish_async("silent.stream", b"", timeout=1)  # blocks until a slot frees
         assert any(f.done() for f in first)
         for fut in [*first, third]:
             with pytest.raises(jsclient.TimeoutError):
@@ -244,7 +244,7 @@ def test_publish_async_stream_deleted_midway_resolves_every_future(js: jsclient.
     deleter.start()
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
-        futures.append(js.publish_async("gone.x", b"x", timeout=5))
+        futures.append(js.publish_async("gone.x", b"x", timeout=2))
     deleter.join()
     js.publish_async_completed(timeout=30)
     outcomes = []

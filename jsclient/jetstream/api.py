@@ -482,6 +482,8 @@ def b64(data: bytes | None) -> bytes:
 # -- validation of requests ------------------------------------------------------
 
 _NAME_FORBIDDEN = set(" \t\r\n.*>/\\")
+#: The server refuses shorter consumer heartbeats.
+MIN_IDLE_HEARTBEAT = 0.1
 
 _CHOICES = {
     "retention": {e.value for e in RetentionPolicy},
@@ -564,6 +566,9 @@ def validate_consumer_config(config: ConsumerConfig) -> ConsumerConfig:
         ("ack_wait", "max_deliver", "max_waiting", "max_ack_pending", "idle_heartbeat", "max_batch",
          "max_expires", "max_bytes", "inactive_threshold", "opt_start_seq", "rate_limit_bps"),
     )
+    hb = config.idle_heartbeat
+    if isinstance(hb, float) and 0 < hb < MIN_IDLE_HEARTBEAT:
+        raise InvalidArgumentError(f"idle_heartbeat must be at least {MIN_IDLE_HEARTBEAT} s (server limit), not {hb}")
     if config.filter_subject is not UNSET and config.filter_subjects is not UNSET:
         raise InvalidArgumentError("set filter_subject or filter_subjects, not both")
     if config.deliver_policy == DeliverPolicy.BY_START_SEQUENCE and config.opt_start_seq is UNSET:

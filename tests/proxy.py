@@ -1,0 +1,100 @@
+"""A loopback TCP proxy that can rewrite server-to-client frames.
+
+Used only to inject what a real nats-server will not produce on demand (a
+dropped delivery, an unknown status, garbage bytes); every test that uses it
+says so.  Client-to-server bytes pass unchanged.  Server-to-client bytes are
+split into protocol frames and each frame goes through ``filter(frame)``,
+which returns the bytes to forward (the frame, nothing, or something else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable
+
+Filter = Callable[[bytes], bytes]
+
+
+def split_frames(buf: bytearray) -> list[bytes]:
+    """Remove and return the complete frames at the start of ``buf``."""
+    frames: list[bytes] = []
+    while True:
+        nl = buf.find(b"\r\n")
+        if nl < 0:
+            return frames
+        line = bytes(buf[:nl])
+        op = line.split(b" ", 1)[0].upper()
+        if op in (b"MSG", b"HMSG"):
+            size = int(line.split()[-1])
+            end = nl + 2 + size + 2
+            if len(buf) < end:
+                return frames
+        else:
+            end = nl + 2
+        frames.append(bytes(buf[:end]))
+        del buf[:end]
+
+
+class FrameProxy:
+    """Listens on 127.0.0.1; each accepted client gets its own upstream connection."""
+
+    def __init__(self, upstream: tuple[str, int], frame_filter: Filter | None = None) -> None:
+        self.upstream = upstream
+        self.filter: Filter = frame_filter or (lambda frame: frame)
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True, name="test-proxy").start()
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self._sockets += [client, server]
+            threading.Thread(target=self._pipe_up, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pipe_down, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe_up(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def _pipe_down(self, src: socket.socket, dst: socket.socket) -> None:
+        buf = bytearray()
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                buf += data
+                out = b"".join(self.filter(frame) for frame in split_frames(buf))
+                if out:
+                    dst.sendall(out)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def __enter__(self) -> FrameProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
