@@ -1,0 +1,186 @@
+"""Ordered consumer (ADR-17) against a real server: order, exactly once, self-healing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import jsclient
+from jsclient import errors
+from jsclient.jetstream.api import ConsumerConfig
+from jsclient.server import NatsServer
+
+from .conftest import ErrorLog
+from .proxy import FrameProxy
+
+
+@pytest.fixture
+def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
+    ctx = nc.jetstream()
+    yield ctx
+    for name in ctx.stream_names():
+        ctx.delete_stream(name)
+
+
+def fill(js: jsclient.JetStream, stream: str, subject: str, n: int, storage: str = "memory") -> None:
+    js.add_stream(name=stream, subjects=[subject], storage=storage)
+    for i in range(n):
+        js.publish_async(subject, b"%d" % i)
+    js.publish_async_completed(timeout=120)
+
+
+def read_all(sub: object, n: int, timeout: float = 30.0) -> list[int]:
+    out = []
+    for _ in range(n):
+        msg = sub.next_msg(timeout=timeout)  # type: ignore[attr-defined]
+        out.append(int(msg.data))
+    return out
+
+
+def test_replay_100k_in_exact_order(js: jsclient.JetStream) -> None:
+    fill(js, "REPLAY", "replay", 100_000)
+    sub = js.subscribe("replay", ordered=True, pending_msgs_limit=200_000)
+    assert read_all(sub, 100_000) == list(range(100_000))
+    assert sub.last_stream_seq == 100_000 and sub.resets == 0
+    with pytest.raises(jsclient.TimeoutError):
+        sub.next_msg(timeout=0.2)
+    sub.unsubscribe()
+
+
+def test_consumer_deleted_mid_replay(js: jsclient.JetStream) -> None:
+    fill(js, "DEL", "del", 1_000)
+    sub = js.subscribe("del", ordered=True, idle_heartbeat=0.2)
+    got = read_all(sub, 1_000)
+    js.delete_consumer("DEL", sub.consumer)
+    for i in range(1_000, 3_000):  # stored after the consumer went away
+        js.publish_async("del", b"%d" % i)
+    js.publish_async_completed(timeout=30)
+    got += read_all(sub, 2_000)
+    assert got == list(range(3_000))
+    assert sub.resets >= 1
+    assert sub.state["last_stream_seq"] == 3_000
+    with pytest.raises(jsclient.TimeoutError):
+        sub.next_msg(timeout=0.3)
+
+
+def test_dropped_frame_is_healed(server: NatsServer) -> None:
+    """The proxy drops the 500th delivery (a real server will not lose one on demand)."""
+    count = {"n": 0}
+
+    def drop_one(frame: bytes) -> bytes:
+        if frame.startswith(b"MSG drop "):
+            count["n"] += 1
+            if count["n"] == 500:
+                return b""
+        return frame
+
+    log = ErrorLog()
+    with FrameProxy(server.host_port, drop_one) as proxy:
+        nc = jsclient.connect(proxy.url, error_cb=log)
+        try:
+            js = nc.jetstream()
+            fill(js, "DROP", "drop", 2_000)
+            sub = js.subscribe("drop", ordered=True)
+            assert read_all(sub, 2_000) == list(range(2_000))
+            assert sub.resets == 1
+            with pytest.raises(jsclient.TimeoutError):
+                sub.next_msg(timeout=0.3)
+            js.delete_stream("DROP")
+        finally:
+            nc.close()
+    assert not any(isinstance(e, errors.MessageGapError) for e in log.errors)  # handled, not reported
+
+
+def test_stream_deleted_is_a_clear_error(js: jsclient.JetStream) -> None:
+    fill(js, "GONE", "gone", 10)
+    sub = js.subscribe("gone", ordered=True, idle_heartbeat=0.1)
+    assert read_all(sub, 10) == list(range(10))
+    js.delete_stream("GONE")
+    with pytest.raises(errors.StreamNotFoundError):
+        sub.next_msg(timeout=10)
+
+
+def test_callback_mode(js: jsclient.JetStream) -> None:
+    fill(js, "CB", "cb", 1_000)
+    got: list[int] = []
+    done = threading.Event()
+
+    def cb(msg: jsclient.Msg) -> None:
+        got.append(int(msg.data))
+        if len(got) == 1_000:
+            done.set()
+
+    sub = js.subscribe("cb", ordered=True, cb=cb, idle_heartbeat=0.2)
+    assert done.wait(20)
+    assert got == list(range(1_000))
+    with pytest.raises(jsclient.Error, match="callback"):
+        sub.next_msg()
+    sub.unsubscribe()
+
+
+def test_iteration_and_state(js: jsclient.JetStream) -> None:
+    fill(js, "IT", "it.*", 0)
+    for i in range(3):
+        js.publish("it.a", b"%d" % i)
+    sub = js.subscribe("it.a", ordered=True)
+    seen = []
+    for msg in sub:
+        seen.append(int(msg.data))
+        assert msg.metadata.num_delivered == 1
+        msg.ack()  # ack policy none: sends nothing
+        if len(seen) == 3:
+            break
+    assert seen == [0, 1, 2]
+    state = sub.state
+    assert state["last_stream_seq"] == 3 and state["last_consumer_seq"] == 3 and state["consumer"]
+    info = js.consumer_info("IT", sub.consumer)
+    assert info.config.ack_policy == "none" and info.config.max_deliver == 1
+    assert info.config.flow_control is True and info.config.mem_storage is True
+    assert info.config.idle_heartbeat == 5.0 and info.config.num_replicas in (0, 1)
+
+
+def test_deliver_policy_kept_before_first_message(js: jsclient.JetStream) -> None:
+    fill(js, "POL", "pol", 10)
+    sub = js.subscribe("pol", ordered=True, config=ConsumerConfig(deliver_policy="last"))
+    assert int(sub.next_msg(timeout=5).data) == 9
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"durable": "d"}, "durable"),
+        ({"queue": "q"}, "queue"),
+        ({"consumer": "c"}, "consumer"),
+        ({"config": ConsumerConfig(durable_name="d")}, "durable_name"),
+        ({"config": ConsumerConfig(deliver_subject="x")}, "deliver_subject"),
+        ({"config": ConsumerConfig(ack_policy="explicit")}, "ack_policy"),
+        ({"config": ConsumerConfig(max_deliver=3)}, "max_deliver"),
+        ({"config": ConsumerConfig(flow_control=False)}, "flow_control"),
+        ({"config": ConsumerConfig(mem_storage=False)}, "mem_storage"),
+        ({"config": ConsumerConfig(num_replicas=1)}, "num_replicas"),
+        ({"config": ConsumerConfig(max_waiting=1)}, "pull"),
+        ({"manual_ack": True}, "manual_ack"),
+    ],
+)
+def test_rejected_options(nc: jsclient.Connection, js: jsclient.JetStream, kwargs: dict, fragment: str) -> None:
+    fill(js, "OPT", "opt", 0)
+    before = nc.stats()["out_msgs"]
+    with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
+        js.subscribe("opt", ordered=True, **kwargs)
+    assert nc.stats()["out_msgs"] == before
+
+
+def test_unsubscribe_deletes_consumer(js: jsclient.JetStream) -> None:
+    fill(js, "UNS", "uns", 3)
+    sub = js.subscribe("uns", ordered=True)
+    read_all(sub, 3)
+    sub.unsubscribe()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and js.consumer_names("UNS"):
+        time.sleep(0.05)
+    assert js.consumer_names("UNS") == []
+    with pytest.raises(jsclient.SubscriptionClosedError):
+        sub.next_msg(timeout=0.1)
