@@ -13,7 +13,12 @@ Threads (all daemons, named):
 * ``jsclient-events`` runs user callbacks (error, closed, ...) in order and
   resolves futures (``request_async``), so no user code ever runs on the
   reader: a future's done-callbacks run here.
-* ``jsclient-timer`` (:mod:`jsclient.scheduler`) expires deadlines.
+* ``jsclient-timer`` (:mod:`jsclient.scheduler`) expires deadlines and sends
+  the stale-connection PINGs.
+* ``jsclient-reconnect`` exists while a lost connection is being restored:
+  it dials the server pool with backoff, resubscribes, then sends what was
+  buffered.  Each socket has a generation number, so a loss seen by several
+  threads (reader, writer, ping timer) is acted on once.
 
 Locks, always taken in this order when nested:
 
@@ -30,6 +35,11 @@ reader without a lock.
 The reader and flusher hold only a weak reference to the connection, so a
 connection dropped without ``close()`` can be collected; a finalizer then
 closes its socket and the threads end.
+
+After ``os.fork()`` a child process never writes into the parent's socket: a
+fork hook disowns the socket and fresh locks replace any the parent's threads
+held; the child raises ForkedConnectionError on use, or reconnects with
+``reconnect_after_fork=True``.
 """
 
 from __future__ import annotations
@@ -40,9 +50,11 @@ import enum
 import functools
 import itertools
 import logging
+import os
 import queue
+import random
 import secrets
-import socket
+import ssl
 import threading
 import time
 import weakref
@@ -53,18 +65,35 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_result,
+    stop_after_attempt,
+    stop_never,
+    wait_exponential,
+    wait_random,
+)
+
+from . import auth
 from ._version import __version__
 from .errors import (
+    AuthorizationError,
     ConnectionClosedError,
+    ConnectionLostError,
     Error,
+    ForkedConnectionError,
     InvalidArgumentError,
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
     ProtocolError,
+    ReconnectBufferFullError,
     ServerError,
+    StaleConnectionError,
     SubscriptionClosedError,
     TimeoutError,
+    TLSError,
     server_error,
 )
 from .headers import HeadersInput, status_of
@@ -89,6 +118,7 @@ from .protocol import (
 )
 from .scheduler import Scheduler
 from .subscription import MsgCallback, Subscription
+from .transport import PlainTransport, TLSTransport, Transport, default_tls_context, dial
 
 if TYPE_CHECKING:
     from .jetstream.context import JetStream
@@ -105,6 +135,7 @@ EventCallback = Callable[[], None]
 class State(enum.Enum):
     CONNECTING = "connecting"
     CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
     DRAINING_SUBS = "draining_subs"
     DRAINING_PUBS = "draining_pubs"
     CLOSED = "closed"
@@ -143,22 +174,47 @@ class _AsyncReply:
         self.decode = decode
 
 
-class _Socket:
-    """The current socket, shared with the finalizer so it can close it."""
+class _Link:
+    """The current transport and its generation, shared with the finalizer so it can close it."""
 
-    __slots__ = ("kick", "sock")
+    __slots__ = ("gen", "kick", "transport")
 
     def __init__(self, kick: threading.Event) -> None:
-        self.sock: socket.socket | None = None
+        self.transport: Transport | None = None
+        self.gen = 0
         self.kick = kick
 
     def shutdown(self) -> None:
-        sock = self.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+        transport = self.transport
+        self.transport = None
+        if transport is not None:
+            transport.shutdown()
+            transport.close()
         self.kick.set()
+
+
+class _Server:
+    """One entry of the server pool."""
+
+    __slots__ = ("discovered", "failures", "url")
+
+    def __init__(self, url: str, discovered: bool = False) -> None:
+        self.url = url
+        self.discovered = discovered
+        self.failures = 0
+
+
+#: Live connections, so a fork hook can disown their sockets in the child.
+_LIVE: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for conn in list(_LIVE):
+        conn._disown_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def connect(
@@ -167,9 +223,16 @@ def connect(
     options: Options | None = None,
     error_cb: ErrorCallback | None = None,
     closed_cb: EventCallback | None = None,
+    disconnected_cb: EventCallback | None = None,
+    reconnected_cb: EventCallback | None = None,
+    tls_context: ssl.SSLContext | None = None,
     **kwargs: Any,
 ) -> Connection:
-    """Open a connection (see :class:`jsclient.Options` for every keyword)."""
+    """Open a connection (see :class:`jsclient.Options` for every keyword).
+
+    Callbacks run on the connection's events thread.  ``tls_context`` is an
+    ``ssl.SSLContext`` to use for TLS (it is not part of the picklable options).
+    """
     if options is None:
         options = Options.build(servers, **kwargs)
     elif servers is not None or kwargs:
@@ -177,7 +240,14 @@ def connect(
             **({"servers": (servers,) if isinstance(servers, str) else tuple(servers)} if servers else {}),
             **kwargs,
         )
-    conn = Connection(options, error_cb=error_cb, closed_cb=closed_cb)
+    conn = Connection(
+        options,
+        error_cb=error_cb,
+        closed_cb=closed_cb,
+        disconnected_cb=disconnected_cb,
+        reconnected_cb=reconnected_cb,
+        tls_context=tls_context,
+    )
     conn._connect()
     return conn
 
@@ -191,14 +261,38 @@ class Connection:
         *,
         error_cb: ErrorCallback | None = None,
         closed_cb: EventCallback | None = None,
+        disconnected_cb: EventCallback | None = None,
+        reconnected_cb: EventCallback | None = None,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
-        if error_cb is not None and not callable(error_cb):
-            raise InvalidArgumentError("error_cb must be callable")
-        if closed_cb is not None and not callable(closed_cb):
-            raise InvalidArgumentError("closed_cb must be callable")
+        for name, cb in (
+            ("error_cb", error_cb),
+            ("closed_cb", closed_cb),
+            ("disconnected_cb", disconnected_cb),
+            ("reconnected_cb", reconnected_cb),
+        ):
+            if cb is not None and not callable(cb):
+                raise InvalidArgumentError(f"{name} must be callable")
+        if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
+            raise InvalidArgumentError(f"tls_context must be an ssl.SSLContext, not {type(tls_context).__name__}")
         self.options = options
         self._error_cb = error_cb
         self._closed_cb = closed_cb
+        self._disconnected_cb = disconnected_cb
+        self._reconnected_cb = reconnected_cb
+        self._tls_context = tls_context
+        self._pid = os.getpid()
+        self._forked = False
+        urls = list(options.servers)
+        if not options.no_randomize:
+            random.shuffle(urls)
+        self._pool = [_Server(url) for url in urls]
+        self._reconnect_thread: threading.Thread | None = None
+        self._reconnect_hooks: dict[int, Callable[[], None]] = {}
+        self._hook_ids = itertools.count(1)
+        self.reconnects = 0
+        self._pings_out = 0
+        self._wbuf_pings = 0  # PINGs in _wbuf (unsent), guarded by _write_lock
         self._state = State.CONNECTING
         self._send_lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -206,7 +300,7 @@ class Connection:
         self._wbuf = bytearray()
         self._kick = threading.Event()
         self._flusher_idle = False
-        self._io = _Socket(self._kick)
+        self._io = _Link(self._kick)
         self._pongs: deque[_Waiter | None] = deque()
         self._subs: dict[int, Subscription] = {}
         self._sids = itertools.count(1)
@@ -215,6 +309,9 @@ class Connection:
         self._pub_headers: dict[str, tuple[int, bytes]] = {}
         self._accepting = False  # publishes allowed (guarded by _write_lock)
         self._max_pending = options.max_pending_size
+        # The publish fast path appends only below this; 0 sends every publish to
+        # the slow path (while reconnecting, to enforce reconnect_buf_size).
+        self._threshold = options.max_pending_size
         self._info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
         self._connected_url: str | None = None
@@ -239,7 +336,7 @@ class Connection:
         self._closed_event = threading.Event()
         self._timers = Scheduler()
         self._watchdog_scheduler: Scheduler | None = None
-        weakref.finalize(self, _Socket.shutdown, self._io)
+        weakref.finalize(self, _finalize, self._io, self._timers)
 
     # -- properties ----------------------------------------------------------
     def __repr__(self) -> str:
@@ -293,76 +390,145 @@ class Connection:
 
     # -- connecting ----------------------------------------------------------
     def _connect(self) -> None:
+        """The first connection: try each server once; auth errors are final at once."""
         errors: list[str] = []
-        for url in self.options.servers:
+        for server in list(self._pool):
             try:
-                self._open(url)
+                link = self._open(server.url)
                 break
-            except ServerError:
-                raise
+            except (ServerError, TLSError):
+                raise  # credentials or certificates: retrying another server will not help
             except (OSError, ProtocolError, TimeoutError) as exc:
-                errors.append(f"{mask_url(url)}: {exc}")
+                errors.append(f"{mask_url(server.url)}: {exc}")
         else:
             raise NoServersError("could not connect to any server: " + "; ".join(errors))
-        with self._write_lock:
-            self._state = State.CONNECTED
-            self._accepting = True
-        ref = weakref.ref(self)
         self._events_thread = threading.Thread(
             target=_events_main, args=(self._events,), name="jsclient-events", daemon=True
         )
-        self._reader = threading.Thread(
-            target=_reader_main, args=(ref, self._io, Parser(msg_class=Msg)), name="jsclient-reader", daemon=True
-        )
-        self._flusher = threading.Thread(
-            target=_flusher_main, args=(ref, self._kick), name="jsclient-flusher", daemon=True
-        )
         self._events_thread.start()
-        self._reader.start()
+        self._flusher = threading.Thread(
+            target=_flusher_main, args=(weakref.ref(self), self._kick), name="jsclient-flusher", daemon=True
+        )
+        self._activate(link, server.url)
         self._flusher.start()
+        _LIVE.add(self)
+        self._schedule_ping()
 
-    def _open(self, url: str) -> None:
-        """Dial, read INFO, send CONNECT + PING and wait for PONG (or -ERR)."""
+    def _schedule_ping(self) -> None:
+        # Only a weak reference sits in the timer heap, so a dropped connection can go.
+        self._timers.call_later(self.options.ping_interval, functools.partial(_ping_main, weakref.ref(self)))
+
+    def _open(self, url: str) -> tuple[Transport, Parser, list[Any]]:
+        """Dial, read INFO, start TLS if needed, send CONNECT + PING, wait for PONG (or -ERR).
+
+        Returns the transport, its parser, and any events that followed the PONG.
+        """
         parts = urlsplit(url)
+        host = parts.hostname or "127.0.0.1"
         timeout = self.options.connect_timeout
-        sock = socket.create_connection((parts.hostname, parts.port or 4222), timeout=timeout)
+        sock = dial(host, parts.port or 4222, timeout)
+        transport: Transport = PlainTransport(sock)
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            parser = Parser()
-            info = self._read_until(sock, parser, Info, timeout)
+            parser = Parser(msg_class=Msg)
+            info, _ = self._read_until(transport, parser, Info, timeout)
             assert isinstance(info, Info)
+            if parts.scheme in ("tls", "wss") or self.options.tls or self._tls_context is not None or (
+                info.data.get("tls_required")
+            ):
+                name = self.options.tls_hostname or host
+                tls = TLSTransport(sock, self._tls(), name)
+                try:
+                    tls.handshake(timeout)
+                except ssl.SSLCertVerificationError as exc:
+                    raise TLSError(
+                        f"TLS certificate verification failed for {name!r}: {exc.verify_message or exc.reason}"
+                    ) from None
+                except ssl.SSLError as exc:
+                    raise TLSError(f"TLS handshake with {mask_url(url)} failed: {exc.reason or exc}") from None
+                transport = tls
             self._apply_info(info.data)
-            sock.sendall(encode_connect(self._connect_payload(parts)) + PING)
-            self._read_until(sock, parser, Pong, timeout)
-            sock.settimeout(None)
+            payload = self._connect_payload(parts, info.data.get("nonce"))
+            transport.sendall(encode_connect(payload) + PING)
+            _, rest = self._read_until(transport, parser, Pong, timeout)
+            transport.settimeout(None)
         except BaseException:
-            sock.close()
+            transport.close()
             raise
-        self._io.sock = sock
-        self._connected_url = url
+        return transport, parser, rest
 
-    def _read_until(self, sock: socket.socket, parser: Parser, kind: type, timeout: float) -> Any:
+    def _tls(self) -> ssl.SSLContext:
+        if self._tls_context is not None:
+            return self._tls_context
+        opts = self.options
+        return default_tls_context(opts.tls_ca_file, opts.tls_cert_file, opts.tls_key_file)
+
+    def _read_until(self, transport: Transport, parser: Parser, kind: type, timeout: float) -> tuple[Any, list[Any]]:
+        """Read until an event of ``kind``; -ERR raises.  Returns it and the events after it."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"server did not complete the handshake within {timeout} s")
-            sock.settimeout(remaining)
+            transport.settimeout(remaining)
             try:
-                data = sock.recv(65536)
+                data = transport.recv(65536)
             except builtins.TimeoutError:
                 continue
             if not data:
                 raise ProtocolError("server closed the connection during the handshake")
-            for ev in parser.feed(data):
+            events = parser.feed(data)
+            for i, ev in enumerate(events):
                 if isinstance(ev, Err):
                     raise server_error(ev.text)
                 if isinstance(ev, kind):
-                    if parser.buffered:
-                        raise ProtocolError("unexpected data after handshake")
-                    return ev
+                    return ev, events[i + 1 :]
 
-    def _connect_payload(self, parts: Any) -> dict[str, Any]:
+    def _activate(self, link: tuple[Transport, Parser, list[Any]], url: str) -> None:
+        """Make a handshaken transport current: resubscribe, send the buffer, start its reader."""
+        transport, parser, rest = link
+        with self._send_lock:
+            with self._write_lock:
+                if self._state is State.CLOSED:
+                    transport.close()
+                    return
+                reconnect = self._state is State.RECONNECTING
+                self._io.transport = transport
+                self._io.gen += 1
+                gen = self._io.gen
+                frames = self._resubscribe_frames() if reconnect else b""
+                data = frames + self._wbuf
+                self._wbuf = bytearray()
+                self._wbuf_pings = 0
+                self._pings_out = 0
+                self._state = State.CONNECTED
+                self._accepting = True
+                self._threshold = self._max_pending
+                self._connected_url = url
+            if data:
+                self._sendall(data)
+        if rest:
+            self._handle_events(rest)
+        self._reader = threading.Thread(
+            target=_reader_main,
+            args=(weakref.ref(self), transport, parser, gen),
+            name="jsclient-reader",
+            daemon=True,
+        )
+        self._reader.start()
+        self._kick.set()
+
+    def _resubscribe_frames(self) -> bytes:
+        """SUB (and UNSUB for what is left of max_msgs) for every live subscription."""
+        frames = []
+        for sub in list(self._subs.values()):
+            frames.append(encode_sub(sub.subject, sub.sid, sub.queue))
+            if sub.max_msgs:
+                left = sub.max_msgs - sub.received
+                if left > 0:
+                    frames.append(encode_unsub(sub.sid, left))
+        return b"".join(frames)
+
+    def _connect_payload(self, parts: Any, nonce: str | None) -> dict[str, Any]:
         opts = self.options
         payload: dict[str, Any] = {
             "verbose": opts.verbose,
@@ -387,6 +553,7 @@ class Connection:
             payload["pass"] = password or ""
         elif token:
             payload["auth_token"] = token
+        payload.update(auth.connect_fields(opts.nkey_seed, opts.creds_file, nonce))
         return payload
 
     def _apply_info(self, info: dict[str, Any]) -> None:
@@ -395,21 +562,59 @@ class Connection:
         if isinstance(max_payload, int) and max_payload > 0 and max_payload != self._max_payload:
             self._max_payload = max_payload
             self._pub_headers.clear()  # cached PUB lines were checked against the old limit
+        urls = info.get("connect_urls")
+        if urls and not self.options.ignore_discovered_servers:
+            self._discover(urls)
+
+    def _discover(self, urls: list[str]) -> None:
+        """Add cluster members announced in INFO to the pool (shuffled unless no_randomize)."""
+        scheme = "tls" if self._connected_url and self._connected_url.startswith("tls://") else "nats"
+        known = {urlsplit(srv.url).netloc.rpartition("@")[2] for srv in self._pool}
+        fresh = [f"{scheme}://{u}" for u in urls if isinstance(u, str) and u not in known]
+        if not fresh:
+            return
+        if not self.options.no_randomize:
+            random.shuffle(fresh)
+        self._pool.extend(_Server(url, discovered=True) for url in fresh)
+
+    def _lame_duck(self) -> None:
+        """The server announced it is leaving: move to another one before it drops us."""
+        if len(self._pool) > 1 and self._state is State.CONNECTED:
+            log.info("jsclient: server entered lame duck mode; reconnecting elsewhere")
+            self._connection_lost(ConnectionResetError("server entered lame duck mode"), self._io.gen)
 
     # -- writing -------------------------------------------------------------
-    def _append(self, frame: bytes, flush_now: bool = False, payload_size: int = -1) -> None:
+    def _append(
+        self, frame: bytes, flush_now: bool = False, payload_size: int = -1, subscription: bool = False
+    ) -> None:
         """Queue a frame; ``flush_now`` sends it from this thread unless a send is under way.
 
         A message (``payload_size`` >= 0) needs the connection to accept
-        publishes; a control frame (SUB, UNSUB, PONG) only that it is open.
+        publishes; a control frame only that it is open.  While reconnecting,
+        messages are buffered up to ``reconnect_buf_size`` (then this raises),
+        SUB/UNSUB frames are skipped (the resubscription at reconnect carries
+        them) and nothing is sent.
         """
         with self._write_lock:
             if not self._accepting and (payload_size >= 0 or self._state is State.CLOSED):
-                raise ConnectionClosedError(self._closed_reason())
+                raise self._not_accepting_error()
+            buf = self._wbuf
+            if self._state is State.RECONNECTING:
+                if subscription:
+                    return
+                if payload_size >= 0 and len(buf) + len(frame) > self.options.reconnect_buf_size:
+                    raise ReconnectBufferFullError(
+                        f"reconnecting: the {len(frame)}-byte message does not fit in the reconnect buffer "
+                        f"({len(buf)} of {self.options.reconnect_buf_size} bytes used); it was not sent"
+                    )
+                if payload_size >= 0:
+                    self.out_msgs += 1
+                    self.out_bytes += payload_size
+                buf += frame
+                return
             if payload_size >= 0:
                 self.out_msgs += 1
                 self.out_bytes += payload_size
-            buf = self._wbuf
             buf += frame
             big = len(buf) >= self._max_pending
             if not flush_now and self._flusher_idle:
@@ -420,16 +625,23 @@ class Connection:
         elif flush_now:
             self._send_soon()
 
+    def _take_buffer(self) -> tuple[bytearray, int] | None:
+        """Under _write_lock: the bytes to send now and the PINGs in them (None: nothing, or offline)."""
+        data = self._wbuf
+        if not data or self._io.transport is None:
+            return None
+        self._wbuf = bytearray()
+        pings, self._wbuf_pings = self._wbuf_pings, 0
+        return data, pings
+
     def _send_soon(self) -> None:
         """Send now if nobody is sending; otherwise leave it to the flusher (it coalesces)."""
         if self._send_lock.acquire(blocking=False):
             try:
                 with self._write_lock:
-                    data = self._wbuf
-                    if not data:
-                        return
-                    self._wbuf = bytearray()
-                self._sendall(data)
+                    taken = self._take_buffer()
+                if taken is not None:
+                    self._sendall(*taken)
             finally:
                 self._send_lock.release()
         else:
@@ -441,23 +653,32 @@ class Connection:
         """Send whatever is buffered, now, on the calling thread."""
         with self._send_lock:
             with self._write_lock:
-                data = self._wbuf
-                if not data:
-                    return
-                self._wbuf = bytearray()
-            self._sendall(data)
+                taken = self._take_buffer()
+            if taken is not None:
+                self._sendall(*taken)
 
-    def _sendall(self, data: bytearray) -> None:
-        sock = self._io.sock
+    def _sendall(self, data: bytearray | bytes, pings: int = 0) -> None:
+        """Under _send_lock.  On failure the bytes go back to the front of the buffer."""
+        link = self._io
+        transport, gen = link.transport, link.gen
         try:
-            if sock is None:
+            if transport is None:
                 raise OSError("not connected")
-            sock.sendall(data)
+            transport.sendall(data)
         except OSError as exc:
             with self._write_lock:
                 # Unsent as far as we know: keep it ahead of newer frames.
                 self._wbuf[:0] = data
-            self._connection_lost(exc)
+                self._wbuf_pings += pings
+            self._connection_lost(exc, gen)
+
+    def _not_accepting_error(self) -> Error:
+        if self._forked:
+            return ForkedConnectionError(
+                f"this connection was made in process {self._pid}; a forked child ({os.getpid()}) cannot use "
+                "it: connect again in the child, or pass reconnect_after_fork=True"
+            )
+        return ConnectionClosedError(self._closed_reason())
 
     def _closed_reason(self) -> str:
         if self._state is State.DRAINING_PUBS:
@@ -501,22 +722,22 @@ class Connection:
             lock = self._write_lock
             lock.acquire()
             try:
-                if not self._accepting:
-                    raise ConnectionClosedError(self._closed_reason())
                 buf = self._wbuf
-                buf += header
-                buf += payload
-                buf += b"\r\n"
-                self.out_msgs += 1
-                self.out_bytes += n
-                if self._flusher_idle:
-                    self._flusher_idle = False
-                    self._kick.set()
-                if len(buf) < self._max_pending:
+                if self._accepting and len(buf) < self._threshold:
+                    buf += header
+                    buf += payload
+                    buf += b"\r\n"
+                    self.out_msgs += 1
+                    self.out_bytes += n
+                    if self._flusher_idle:
+                        self._flusher_idle = False
+                        self._kick.set()
                     return
             finally:
                 lock.release()
-            self._send_pending()
+            if self._forked and self.options.reconnect_after_fork:
+                self._reopen_after_fork()
+            self._append(header + payload + b"\r\n", False, n)
             return
         self._publish_full(subject, payload, reply, headers, False)
 
@@ -555,19 +776,32 @@ class Connection:
         self._append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), n, payload), False, n)
 
     def flush(self, timeout: float = 2.0) -> None:
-        """Return once the server has processed everything sent before this call."""
+        """Return once the server has processed everything sent before this call.
+
+        While reconnecting, the PING waits in the buffer and the wait goes on
+        within ``timeout``; if the connection breaks after the PING left,
+        ConnectionLostError says the server may not have seen everything.
+        """
         _check_timeout(timeout)
+        self._check_fork()
         waiter = _Waiter()
         with self._write_lock:
             if self._state is State.CLOSED:
-                raise ConnectionClosedError(self._closed_reason())
+                raise self._not_accepting_error()
             self._pongs.append(waiter)
             self._wbuf += PING
+            self._wbuf_pings += 1
         self._send_pending()
         if not waiter.wait(timeout):
             raise TimeoutError(f"flush: no PONG from the server within {timeout} s")
         if waiter.error is not None:
             raise waiter.error
+
+    def _check_fork(self) -> None:
+        if self._forked:
+            if not self.options.reconnect_after_fork:
+                raise self._not_accepting_error()
+            self._reopen_after_fork()
 
     # -- subscribing -------------------------------------------------------
     def subscribe(
@@ -611,10 +845,11 @@ class Connection:
         pending_msgs_limit: int,
         pending_bytes_limit: int,
     ) -> Subscription:
-        if self._state is not State.CONNECTED:
-            raise ConnectionClosedError(
-                self._closed_reason() if self.is_closed else "connection is draining; no new subscriptions"
-            )
+        self._check_fork()
+        if self._state is not State.CONNECTED and self._state is not State.RECONNECTING:
+            if self._state is State.CLOSED:
+                raise self._not_accepting_error()
+            raise ConnectionClosedError("connection is draining; no new subscriptions")
         with self._sub_lock:
             sid = next(self._sids)
             sub = Subscription(
@@ -625,7 +860,7 @@ class Connection:
         if max_msgs:
             frame += encode_unsub(sid, max_msgs)
         try:
-            self._append(frame)
+            self._append(frame, subscription=True)
         except Error:
             self._remove_sub(sub, ConnectionClosedError, discard=True)
             raise
@@ -646,21 +881,21 @@ class Connection:
             if sub.received >= max_msgs:
                 self._unsubscribe(sub, None)
                 return
-            self._append(encode_unsub(sub.sid, max_msgs))
+            self._append(encode_unsub(sub.sid, max_msgs), subscription=True)
             return
         if sub.is_closed and sub.sid not in self._subs:
             return
         self._remove_sub(sub, SubscriptionClosedError, discard=True)
         if not self.is_closed:
             with contextlib.suppress(ConnectionClosedError):
-                self._append(encode_unsub(sub.sid))
+                self._append(encode_unsub(sub.sid), subscription=True)
 
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         timeout = self.options.drain_timeout if timeout is None else timeout
         _check_timeout(timeout)
         deadline = time.monotonic() + timeout
         if sub.sid in self._subs:
-            self._append(encode_unsub(sub.sid))
+            self._append(encode_unsub(sub.sid), subscription=True)
             # After the PONG, every message sent before the UNSUB is in the queue.
             self.flush(max(0.001, deadline - time.monotonic()))
             self._remove_sub(sub, SubscriptionClosedError, discard=False)
@@ -818,12 +1053,15 @@ class Connection:
             elif ev.__class__ is Ping:
                 self._append_quiet(PONG)
             elif ev.__class__ is Pong:
+                self._pings_out = 0
                 with self._write_lock:
                     waiter = self._pongs.popleft() if self._pongs else None
                 if waiter is not None:
                     waiter.fill()
             elif ev.__class__ is Info:
                 self._apply_info(ev.data)
+                if ev.data.get("ldm"):
+                    self._lame_duck()
             elif ev.__class__ is Err:
                 err = server_error(ev.text)
                 self._last_error = err
@@ -859,13 +1097,165 @@ class Connection:
             return
         self._events.put(lambda: cb(exc))
 
-    def _connection_lost(self, exc: Exception) -> None:
-        """The socket failed (reader or writer).  Close with the error."""
+    def _connection_lost(self, exc: Exception, gen: int) -> None:
+        """The transport of generation ``gen`` failed (reader, writer or ping timer).
+
+        Reconnects when allowed, else closes.  Acts once per generation.
+        """
+        with self._write_lock:
+            if self._state is State.CLOSED or gen != self._io.gen or self._io.transport is None:
+                return
+            if self._last_error is None or not isinstance(self._last_error, ServerError):
+                self._last_error = exc
+            reconnect = self.options.allow_reconnect and self._state is State.CONNECTED and not self._forked
+            transport, self._io.transport = self._io.transport, None
+            if reconnect:
+                self._state = State.RECONNECTING
+                self._threshold = 0
+                # PINGs that already left will get no PONG; those still buffered will.
+                sent = len(self._pongs) - self._wbuf_pings
+                orphans = [self._pongs.popleft() for _ in range(max(0, sent))]
+        transport.shutdown()
+        transport.close()
+        if not reconnect:
+            self._close(error=exc)
+            return
+        lost = ConnectionLostError(f"connection lost before the server answered: {exc}")
+        for waiter in orphans:
+            if waiter is not None:
+                waiter.fill(error=lost)
+        self._report_error(exc)
+        if self._disconnected_cb is not None:
+            self._events.put(self._disconnected_cb)
+        self._reconnect_thread = threading.Thread(
+            target=self._reconnect_loop, name="jsclient-reconnect", daemon=True
+        )
+        self._reconnect_thread.start()
+
+    def _reconnect_loop(self) -> None:
+        """Dial the pool with backoff and jitter until a server takes us, or give up and close."""
+        opts = self.options
+        attempts = opts.max_reconnect_attempts
+        rounds = Retrying(
+            stop=stop_never if attempts < 0 else stop_after_attempt(attempts + 1),
+            wait=wait_exponential(multiplier=0.05, max=opts.reconnect_time_wait)
+            + wait_random(0, opts.reconnect_jitter),
+            retry=retry_if_result(lambda done: not done),
+        )
+        try:
+            rounds(self._reconnect_round)
+        except RetryError:
+            self._close(error=NoServersError(f"could not reconnect after {opts.max_reconnect_attempts} rounds"))
+
+    def _reconnect_round(self) -> bool:
+        """One pass over the pool (the server just lost goes last).  True when connected or closed."""
+        if self._now() is not State.RECONNECTING:
+            return True
+        current = self._connected_url
+        order = [srv for srv in self._pool if srv.url != current] + [srv for srv in self._pool if srv.url == current]
+        auth_failures = 0
+        for server in order:
+            if self._now() is not State.RECONNECTING:
+                return True
+            try:
+                link = self._open(server.url)
+            except AuthorizationError as exc:
+                auth_failures += 1
+                self._last_error = exc
+                self._report_error(exc)
+                continue
+            except (OSError, ProtocolError, TimeoutError, ServerError, TLSError) as exc:
+                server.failures += 1
+                log.debug("jsclient: reconnect to %s failed: %s", mask_url(server.url), exc)
+                continue
+            server.failures = 0
+            self._activate(link, server.url)
+            if self._now() is not State.CONNECTED:
+                return True
+            self.reconnects += 1
+            if self._reconnected_cb is not None:
+                self._events.put(self._reconnected_cb)
+            for hook in list(self._reconnect_hooks.values()):
+                hook()
+            return True
+        if auth_failures == len(order):
+            # Every server rejects our credentials: retrying would only storm them.
+            self._close(error=self._last_error or AuthorizationError("authorization violation"))
+            return True
+        return False
+
+    def _now(self) -> State:
+        """The state as of now (other threads change it; a call keeps type checkers from assuming)."""
+        return self._state
+
+    def _add_reconnect_hook(self, hook: Callable[[], None]) -> int:
+        """Internal: run ``hook`` (quick, non-blocking) on the reconnect thread after each reconnect."""
+        key = next(self._hook_ids)
+        self._reconnect_hooks[key] = hook
+        return key
+
+    def _remove_reconnect_hook(self, key: int) -> None:
+        self._reconnect_hooks.pop(key, None)
+
+    def _ping_tick(self) -> None:
+        """Timer thread: PING the server; too many unanswered PINGs means the link is stale."""
         if self._state is State.CLOSED:
             return
-        if self._last_error is None or not isinstance(self._last_error, ServerError):
-            self._last_error = exc
-        self._close(error=exc)
+        if self._state is State.CONNECTED:
+            if self._pings_out >= self.options.max_outstanding_pings:
+                self._connection_lost(
+                    StaleConnectionError(f"stale connection: {self._pings_out} PINGs without a PONG"),
+                    self._io.gen,
+                )
+            else:
+                self._pings_out += 1
+                with self._write_lock:
+                    if self._state is State.CONNECTED:
+                        self._pongs.append(None)
+                        self._wbuf += PING
+                        self._wbuf_pings += 1
+                        if self._flusher_idle:
+                            self._flusher_idle = False
+                            self._kick.set()
+        self._schedule_ping()
+
+    # -- fork ----------------------------------------------------------------
+    def _disown_after_fork(self) -> None:
+        """In a forked child (the only thread there): never touch the parent's socket again."""
+        self._forked = True
+        self._send_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._sub_lock = threading.Lock()
+        self._resp_lock = threading.Lock()
+        self._accepting = False
+        transport, self._io.transport = self._io.transport, None
+        if transport is not None:
+            with contextlib.suppress(OSError):
+                transport.close()  # closes the child's descriptor only; no shutdown
+        self._wbuf = bytearray()  # the parent's unsent bytes are the parent's to send
+        self._pongs.clear()
+        self._wbuf_pings = 0
+        self._resp_waiters.clear()
+        self._resp_prefix = ""
+        self._resp_sid = 0
+        self._timers = Scheduler()
+        self._watchdog_scheduler = None
+        self._events = queue.SimpleQueue()
+        self._kick = threading.Event()
+        self._io.kick = self._kick
+        subs, self._subs = list(self._subs.values()), {}
+        for sub in subs:
+            sub._after_fork()
+
+    def _reopen_after_fork(self) -> None:
+        """reconnect_after_fork=True: the child gets a fresh connection of its own."""
+        with self._sub_lock:
+            if not self._forked:
+                return
+            self._forked = False
+            self._pid = os.getpid()
+            self._state = State.CONNECTING
+            self._connect()
 
     # -- ending ------------------------------------------------------------
     def drain(self, timeout: float | None = None) -> None:
@@ -883,7 +1273,7 @@ class Connection:
         try:
             subs = [s for s in list(self._subs.values()) if s.sid != self._resp_sid]
             for sub in subs:
-                self._append(encode_unsub(sub.sid))
+                self._append(encode_unsub(sub.sid), subscription=True)
             self.flush(max(0.001, deadline - time.monotonic()))
             for sub in subs:
                 self._remove_sub(sub, SubscriptionClosedError, discard=False)
@@ -919,15 +1309,15 @@ class Connection:
             self._accepting = False
             pongs = list(self._pongs)
             self._pongs.clear()
-        if error is None and was_connected:
+        if error is None and was_connected and not self._forked:
             # Best effort: what publish() accepted should leave.
             try:
                 with self._send_lock:
                     data, self._wbuf = self._wbuf, bytearray()
-                    sock = self._io.sock
-                    if data and sock is not None:
-                        sock.settimeout(1.0)
-                        sock.sendall(data)
+                    transport = self._io.transport
+                    if data and transport is not None:
+                        transport.settimeout(1.0)
+                        transport.sendall(data)
             except OSError:
                 pass
         self._io.shutdown()
@@ -951,6 +1341,7 @@ class Connection:
             sub._mark_closed(ConnectionClosedError, discard=False)
         if error is not None:
             self._report_error(error)
+        _LIVE.discard(self)
         closed_cb = self._closed_cb
         if closed_cb is not None:
             self._events.put(closed_cb)
@@ -960,7 +1351,7 @@ class Connection:
             # A user's close(): let the threads finish.  (On a lost connection
             # this may run on one of them, possibly holding the send lock.)
             current = threading.current_thread()
-            for thread in (self._reader, self._flusher):
+            for thread in (self._reader, self._flusher, self._reconnect_thread):
                 if thread is not None and thread is not current and thread.is_alive():
                     thread.join(2.0)
 
@@ -982,14 +1373,14 @@ class Connection:
 # -- thread bodies (module level: they hold only a weak reference) -----------
 
 
-def _reader_main(ref: weakref.ReferenceType[Connection], io: _Socket, parser: Parser) -> None:
-    sock = io.sock
-    assert sock is not None
+def _reader_main(
+    ref: weakref.ReferenceType[Connection], transport: Transport, parser: Parser, gen: int
+) -> None:
     feed = parser.feed
     while True:
         try:
-            data = sock.recv(RECV_SIZE)
-        except OSError as exc:
+            data = transport.recv(RECV_SIZE)
+        except (OSError, ssl.SSLError) as exc:
             error: Exception = exc
             data = b""
         else:
@@ -998,17 +1389,19 @@ def _reader_main(ref: weakref.ReferenceType[Connection], io: _Socket, parser: Pa
         if conn is None:
             return
         if not data:
-            if conn._state is not State.CLOSED:
-                conn._connection_lost(error)
+            conn._connection_lost(error, gen)
             return
         try:
             conn._handle_events(feed(data))
         except ProtocolError as exc:
-            conn._connection_lost(exc)
+            conn._report_error(exc)
+            conn._connection_lost(exc, gen)
             return
         except Exception as exc:
             log.exception("jsclient reader: unexpected error")
-            conn._connection_lost(exc)
+            conn._connection_lost(exc, gen)
+            return
+        if conn._io.gen != gen:
             return
         del conn
 
@@ -1018,21 +1411,33 @@ def _flusher_main(ref: weakref.ReferenceType[Connection], kick: threading.Event)
         conn = ref()
         if conn is None:
             return
+        if conn._kick is not kick:
+            return  # a forked child's copy
         with conn._send_lock:
             with conn._write_lock:
-                data = conn._wbuf
-                if data:
-                    conn._wbuf = bytearray()
-                elif conn._state is State.CLOSED:
+                if conn._state is State.CLOSED:
                     return
-                else:
+                taken = conn._take_buffer()
+                if taken is None:
                     conn._flusher_idle = True
                     kick.clear()
-            if data:
-                conn._sendall(data)
+            if taken is not None:
+                conn._sendall(*taken)
                 continue
         del conn
         kick.wait()
+
+
+def _finalize(link: _Link, timers: Scheduler) -> None:
+    """A connection was collected without close(): end its socket and timer thread."""
+    link.shutdown()
+    timers.close()
+
+
+def _ping_main(ref: weakref.ReferenceType[Connection]) -> None:
+    conn = ref()
+    if conn is not None:
+        conn._ping_tick()
 
 
 def _events_main(events: queue.SimpleQueue[Callable[[], None] | None]) -> None:

@@ -45,12 +45,28 @@ class ConnectionClosedError(Error):
     """The connection is closed (or draining) and cannot be used for this."""
 
 
+class ForkedConnectionError(ConnectionClosedError):
+    """The connection was made in the parent process; a forked child cannot use its socket."""
+
+
+class ConnectionLostError(Error):
+    """The connection broke before the server confirmed the operation (it is reconnecting)."""
+
+
+class ReconnectBufferFullError(Error):
+    """While reconnecting, publishes are kept up to ``reconnect_buf_size`` bytes; this one did not fit."""
+
+
 class SubscriptionClosedError(Error):
     """The subscription was unsubscribed, drained or reached max_msgs, and is empty."""
 
 
 class NoServersError(Error):
     """No server in the pool could be reached."""
+
+
+class TLSError(Error):
+    """TLS could not be set up: certificate verification (e.g. hostname mismatch) or the handshake failed."""
 
 
 class NoRespondersError(Error):

@@ -68,6 +68,31 @@ class Options:
     max_pending_size: int = 2 * 1024 * 1024
     inbox_prefix: str = "_INBOX"
     drain_timeout: float = 30.0
+    # -- resilience --
+    allow_reconnect: bool = True
+    #: Rounds over the server pool before giving up; -1 retries forever.
+    max_reconnect_attempts: int = 60
+    #: Longest wait between rounds (the backoff grows to it), plus up to ``reconnect_jitter``.
+    reconnect_time_wait: float = 2.0
+    reconnect_jitter: float = 0.1
+    #: Bytes of publishes kept while reconnecting; past it ``publish`` raises.
+    reconnect_buf_size: int = 8 * 1024 * 1024
+    no_randomize: bool = False
+    ignore_discovered_servers: bool = False
+    ping_interval: float = 120.0
+    max_outstanding_pings: int = 2
+    #: In a forked child, reconnect on first use instead of raising.
+    reconnect_after_fork: bool = False
+    # -- security --
+    nkey_seed: str | None = field(default=None, repr=False)
+    creds_file: str | None = None
+    #: Use TLS even for nats:// URLs (tls:// URLs and servers requiring it always do).
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    #: Name to verify the server certificate against, instead of the URL's host.
+    tls_hostname: str | None = None
 
     def __post_init__(self) -> None:
         servers: Any = self.servers
@@ -77,7 +102,18 @@ class Options:
             raise InvalidArgumentError("servers must be a URL or a non-empty list of URLs")
         normalised = tuple(_normalise_url(s) for s in servers)
         object.__setattr__(self, "servers", normalised)
-        for key in ("name", "user", "password", "token"):
+        for key in (
+            "name",
+            "user",
+            "password",
+            "token",
+            "nkey_seed",
+            "creds_file",
+            "tls_ca_file",
+            "tls_cert_file",
+            "tls_key_file",
+            "tls_hostname",
+        ):
             value = getattr(self, key)
             if value is not None and not isinstance(value, str):
                 raise InvalidArgumentError(f"{key} must be a str, not {type(value).__name__}")
@@ -85,7 +121,20 @@ class Options:
             raise InvalidArgumentError("password needs user")
         if self.token is not None and self.user is not None:
             raise InvalidArgumentError("token and user/password are mutually exclusive")
-        for key in ("verbose", "pedantic", "echo"):
+        if sum(bool(x) for x in (self.user or self.token, self.nkey_seed, self.creds_file)) > 1:
+            raise InvalidArgumentError("use one of user/password, token, nkey_seed or creds_file")
+        if self.tls_key_file and not self.tls_cert_file:
+            raise InvalidArgumentError("tls_key_file needs tls_cert_file")
+        for key in (
+            "verbose",
+            "pedantic",
+            "echo",
+            "allow_reconnect",
+            "no_randomize",
+            "ignore_discovered_servers",
+            "reconnect_after_fork",
+            "tls",
+        ):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgumentError(f"{key} must be a bool, not {getattr(self, key)!r}")
         _positive_number("connect_timeout", self.connect_timeout)
@@ -93,6 +142,14 @@ class Options:
         _positive_int("pending_msgs_limit", self.pending_msgs_limit)
         _positive_int("pending_bytes_limit", self.pending_bytes_limit)
         _positive_int("max_pending_size", self.max_pending_size)
+        _positive_int("reconnect_buf_size", self.reconnect_buf_size)
+        _positive_int("max_outstanding_pings", self.max_outstanding_pings)
+        _positive_number("reconnect_time_wait", self.reconnect_time_wait, allow_zero=True)
+        _positive_number("reconnect_jitter", self.reconnect_jitter, allow_zero=True)
+        _positive_number("ping_interval", self.ping_interval)
+        attempts = self.max_reconnect_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or (attempts < 0 and attempts != -1):
+            raise InvalidArgumentError(f"max_reconnect_attempts must be an int >= 0 or -1, not {attempts!r}")
         prefix = self.inbox_prefix
         if not isinstance(prefix, str) or not prefix or any(c in prefix for c in " \t\r\n*>"):
             raise InvalidArgumentError(f"inbox_prefix must be a literal subject, not {prefix!r}")
@@ -103,7 +160,7 @@ class Options:
             value = getattr(self, f.name)
             if f.name == "servers":
                 value = tuple(mask_url(s) for s in value)
-            elif f.name in ("password", "token") and value is not None:
+            elif f.name in ("password", "token", "nkey_seed") and value is not None:
                 value = "***"
             shown.append(f"{f.name}={value!r}")
         return f"Options({', '.join(shown)})"

@@ -243,3 +243,45 @@ class NatsServer:
         proc = getattr(self, "proc", None)
         if proc is not None and proc.poll() is None:
             proc.kill()
+
+
+class NatsCluster:
+    """Several NatsServer processes routed to each other on loopback (default 3)."""
+
+    def __init__(self, size: int = 3, *, jetstream: bool = True, name: str = "jsclient", config: str = "") -> None:
+        if size < 2:
+            raise ValueError("a cluster needs at least 2 servers")
+        cluster_ports = [free_port() for _ in range(size)]
+        self.servers: list[NatsServer] = []
+        for i, cport in enumerate(cluster_ports):
+            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for j, p in enumerate(cluster_ports) if j != i)
+            block = f"cluster {{\n  name: {name}\n  listen: 127.0.0.1:{cport}\n  routes: [{routes}]\n}}\n{config}"
+            self.servers.append(NatsServer(jetstream=jetstream, config=block, name=f"{name}-{i}"))
+
+    @property
+    def urls(self) -> list[str]:
+        return [srv.url for srv in self.servers]
+
+    def start(self) -> NatsCluster:
+        for srv in self.servers:
+            srv.start()
+        return self
+
+    def stop(self) -> None:
+        for srv in self.servers:
+            srv.stop()
+
+    def __enter__(self) -> NatsCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

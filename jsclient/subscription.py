@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from .errors import (
     ConnectionClosedError,
     Error,
+    ForkedConnectionError,
     SlowConsumerError,
     SubscriptionClosedError,
     TimeoutError,
@@ -132,6 +133,15 @@ class Subscription:
                 self._queue.clear()
             self._cond.notify_all()
 
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's dispatcher and locks are gone; this subscription ends."""
+        self._cond = threading.Condition(threading.Lock())
+        self._queue.clear()
+        self._waiters = 0
+        self._busy = False
+        self._dispatcher = None
+        self._closed = ForkedConnectionError
+
     # -- taking side -------------------------------------------------------
     @property
     def pending_msgs(self) -> int:
@@ -200,6 +210,8 @@ class Subscription:
 
     def _closed_error(self) -> Error:
         reason = self._closed or SubscriptionClosedError
+        if reason is ForkedConnectionError:
+            return ForkedConnectionError(f"subscription on {self.subject!r} belongs to the parent process")
         if reason is ConnectionClosedError:
             return ConnectionClosedError(f"connection closed; subscription on {self.subject!r} ended")
         return reason(f"subscription on {self.subject!r} has ended")

@@ -141,6 +141,8 @@ class OrderedSubscription:
         self.resets = 0
         self.consumer = ""
         self._thread: threading.Thread | None = None
+        # After a reconnect the consumer may be gone (a restarted server, another node): reset.
+        self._hook_key = self._conn._add_reconnect_hook(self._on_reconnect)
 
     def __repr__(self) -> str:
         return (
@@ -239,6 +241,10 @@ class OrderedSubscription:
         sub = self._sub
         if sub is not None:
             sub._interrupt(_Reset("reset"))
+
+    def _on_reconnect(self) -> None:
+        """Reconnect thread: recreate the consumer from where delivery stands."""
+        self._request_reset(self._generation)
 
     def _request_reset(self, generation: int) -> None:
         """Watchdog thread (missed heartbeats) or reconnect: reset unless already resetting."""
@@ -347,6 +353,7 @@ class OrderedSubscription:
         return self._closed
 
     def unsubscribe(self) -> None:
+        self._conn._remove_reconnect_hook(self._hook_key)
         with self._lock:
             self._closed = True
             self._generation += 1

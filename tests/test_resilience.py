@@ -1,0 +1,432 @@
+"""Connection resilience against real nats-server processes: restarts, failover, stale links, forks.
+
+Each test bounds its own waiting; the fake servers below exist only to produce
+what a real server will not (garbage bytes, a frame cut in half) and say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import jsclient
+from jsclient.server import NatsCluster, NatsServer, free_port
+
+from .conftest import ErrorLog
+
+
+class Events:
+    """Counts disconnected/reconnected callbacks and lets a test wait for them."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.disconnected = 0
+        self.reconnected = 0
+
+    def on_disconnected(self) -> None:
+        with self.cond:
+            self.disconnected += 1
+            self.cond.notify_all()
+
+    def on_reconnected(self) -> None:
+        with self.cond:
+            self.reconnected += 1
+            self.cond.notify_all()
+
+    def wait(self, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+        with self.cond:
+            assert self.cond.wait_for(predicate, timeout), (self.disconnected, self.reconnected)
+
+
+def connect(url: str | list[str], events: Events | None = None, **kw: object) -> jsclient.Connection:
+    ev = events or Events()
+    options = {"reconnect_time_wait": 0.2, "max_reconnect_attempts": 100, **kw}
+    return jsclient.connect(
+        url,
+        disconnected_cb=ev.on_disconnected,
+        reconnected_cb=ev.on_reconnected,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def test_restart_buffered_publishes_arrive_exactly_once() -> None:
+    events = Events()
+    with NatsServer(jetstream=False) as server:
+        nc = connect(server.url, events)
+        try:
+            sub = nc.subscribe("resume")
+            for i in range(100):
+                nc.publish("resume", b"%d" % i)
+            nc.flush()
+            server.kill()
+            events.wait(lambda: events.disconnected == 1)
+            assert nc.state is jsclient.State.RECONNECTING
+            for i in range(100, 300):
+                nc.publish("resume", b"%d" % i)  # buffered while disconnected
+            server.start()
+            events.wait(lambda: events.reconnected == 1)
+            nc.flush(timeout=5)
+            got = []
+            while True:
+                try:
+                    got.append(int(sub.next_msg(timeout=0.5).data))
+                except jsclient.TimeoutError:
+                    break
+            assert got == list(range(300))
+            assert nc.reconnects == 1
+        finally:
+            nc.close()
+
+
+def test_subscriber_on_other_connection_resumes_after_restart() -> None:
+    sub_events, pub_events = Events(), Events()
+    with NatsServer(jetstream=False) as server:
+        subscriber = connect(server.url, sub_events)
+        publisher = connect(server.url, pub_events)
+        try:
+            sub = subscriber.subscribe("both")
+            subscriber.flush()
+            server.restart()
+            sub_events.wait(lambda: sub_events.reconnected == 1)
+            pub_events.wait(lambda: pub_events.reconnected == 1)
+            subscriber.flush()
+            for i in range(50):
+                publisher.publish("both", b"%d" % i)
+            publisher.flush()
+            assert [int(sub.next_msg(timeout=5).data) for _ in range(50)] == list(range(50))
+        finally:
+            subscriber.close()
+            publisher.close()
+
+
+def test_reconnect_buffer_limit_raises_and_loses_nothing_silently() -> None:
+    events = Events()
+    with NatsServer(jetstream=False) as server:
+        nc = connect(server.url, events, reconnect_buf_size=10_000, reconnect_time_wait=5.0)
+        try:
+            server.kill()
+            events.wait(lambda: events.disconnected == 1)
+            accepted = 0
+            with pytest.raises(jsclient.ReconnectBufferFullError, match="reconnect buffer"):
+                for _ in range(1000):
+                    nc.publish("overflow", b"x" * 100)
+                    accepted += 1
+            assert 0 < accepted < 100
+            assert nc.stats()["out_msgs"] == accepted
+        finally:
+            nc.close()
+
+
+def test_request_while_disconnected_waits_within_its_timeout() -> None:
+    events = Events()
+    with NatsServer(jetstream=False) as server:
+        # One connection both answers and asks: resubscription goes out before the buffered request.
+        nc = connect(server.url, events)
+        try:
+            nc.subscribe("svc.resilient", cb=lambda m: m.respond(b"ok:" + m.data))
+            nc.flush()
+            server.kill()
+            events.wait(lambda: events.disconnected == 1)
+            result: list[object] = []
+            th = threading.Thread(target=lambda: result.append(nc.request("svc.resilient", b"1", timeout=10)))
+            th.start()
+            time.sleep(0.3)
+            server.start()
+            th.join(15)
+            assert isinstance(result[0], jsclient.Msg) and result[0].data == b"ok:1"
+            server.kill()
+            with pytest.raises(jsclient.TimeoutError):
+                nc.request("svc.resilient", b"2", timeout=0.5)
+        finally:
+            nc.close()
+
+
+def test_cluster_failover_to_another_node() -> None:
+    events = Events()
+    with NatsCluster(3, jetstream=False) as cluster:
+        nc = connect(cluster.urls[0], events, no_randomize=True)
+        other = jsclient.connect(cluster.urls[2])
+        try:
+            deadline = time.monotonic() + 10
+            while len(nc._pool) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)  # discovery through INFO connect_urls
+            sub = nc.subscribe("failover")
+            nc.flush()
+            started = time.monotonic()
+            cluster.servers[0].kill()
+            events.wait(lambda: events.reconnected == 1, timeout=10)
+            assert time.monotonic() - started < 10
+            assert nc.connected_url in (cluster.urls[1], cluster.urls[2])
+            nc.flush()
+            time.sleep(0.2)  # interest propagates over the routes
+            other.publish("failover", b"after")
+            other.flush()
+            assert sub.next_msg(timeout=5).data == b"after"
+        finally:
+            nc.close()
+            other.close()
+
+
+def test_stale_connection_detected_when_server_paused() -> None:
+    events = Events()
+    log = ErrorLog()
+    with NatsServer(jetstream=False) as server:
+        nc = connect(
+            server.url, events, ping_interval=0.2, max_outstanding_pings=2, connect_timeout=0.5
+        )
+        nc._error_cb = log
+        try:
+            sub = nc.subscribe("stale")
+            nc.flush()
+            server.pause()
+            try:
+                events.wait(lambda: events.disconnected == 1, timeout=0.2 * 3 + 3)
+                log.wait_for(jsclient.StaleConnectionError, timeout=2)
+            finally:
+                server.resume()
+            events.wait(lambda: events.reconnected == 1, timeout=15)
+            nc.publish("stale", b"back")
+            assert sub.next_msg(timeout=5).data == b"back"
+        finally:
+            nc.close()
+
+
+@contextlib.contextmanager
+def fake_server(behaviour: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A scripted server speaking just enough NATS to reach the point of failure."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b'INFO {"server_id":"fake","max_payload":1048576,"headers":true}\r\n')
+                buf = b""
+                with contextlib.suppress(OSError):
+                    while b"PING\r\n" not in buf:
+                        buf += conn.recv(4096)
+                    conn.sendall(b"PONG\r\n")
+                    behaviour(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        stop.set()
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        lambda conn: (time.sleep(0.1), conn.sendall(b"GARBAGE \x00\xff nonsense\r\n"), time.sleep(0.5)),
+        lambda conn: (time.sleep(0.1), conn.sendall(b"MSG fake.sub 1 100\r\nonly part of the"), time.sleep(0.1)),
+    ],
+    ids=["garbage", "closed-mid-frame"],
+)
+def test_broken_server_is_reported_and_client_moves_on(behaviour: Callable[[socket.socket], None]) -> None:
+    events = Events()
+    log = ErrorLog()
+    with fake_server(behaviour) as fake_url, NatsServer(jetstream=False) as real:
+        nc = connect([fake_url, real.url], events, no_randomize=True)
+        nc._error_cb = log
+        try:
+            assert nc.connected_url == fake_url
+            events.wait(lambda: events.reconnected >= 1, timeout=10)
+            sub = nc.subscribe("after.fault")
+            nc.publish("after.fault", b"ok")
+            assert sub.next_msg(timeout=5).data == b"ok"
+            assert any(isinstance(e, (jsclient.ProtocolError, ConnectionError)) for e in log.errors), log.errors
+        finally:
+            nc.close()
+
+
+def test_all_servers_rejecting_credentials_close_without_a_storm() -> None:
+    events = Events()
+    config = 'authorization { user: "alice", password: "right" }'
+    with NatsServer(jetstream=False, config=config) as server:
+        closed = threading.Event()
+        nc = jsclient.connect(
+            server.url, user="alice", password="right", closed_cb=closed.set,
+            disconnected_cb=events.on_disconnected, reconnect_time_wait=0.1,
+        )
+        server.extra_config = 'authorization { user: "alice", password: "changed" }'
+        server.restart()
+        assert closed.wait(10)
+        assert isinstance(nc.last_error, jsclient.AuthorizationError)
+        assert "right" not in str(nc.last_error) and "changed" not in repr(nc)
+
+
+def test_64_threads_x_500_requests() -> None:
+    with NatsServer(jetstream=False) as server:
+        responder = jsclient.connect(server.url)
+        requester = jsclient.connect(server.url)
+        try:
+            responder.subscribe("svc.many", cb=lambda m: m.respond(m.data))
+            responder.flush()
+            bad: list[object] = []
+
+            def worker(t: int) -> None:
+                for i in range(500):
+                    payload = b"%d:%d" % (t, i)
+                    try:
+                        if requester.request("svc.many", payload, timeout=15).data != payload:
+                            bad.append(payload)
+                    except jsclient.Error as exc:
+                        bad.append(exc)
+
+            threads = [threading.Thread(target=worker, args=(t,)) for t in range(64)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(120)
+            assert not bad, bad[:5]
+        finally:
+            requester.close()
+            responder.close()
+
+
+def test_16_publisher_threads_never_interleave_frames() -> None:
+    with NatsServer(jetstream=False) as server:
+        receiver = jsclient.connect(server.url)
+        sender = jsclient.connect(server.url)
+        try:
+            sub = receiver.subscribe("interleave.*", pending_msgs_limit=100_000, pending_bytes_limit=1 << 30)
+            receiver.flush()
+
+            def publisher(t: int) -> None:
+                for i in range(2000):
+                    body = (b"%02d-%05d|" % (t, i)) * (1 + i % 50)
+                    sender.publish(f"interleave.{t}", body, headers={"T": str(t)} if i % 3 == 0 else None)
+
+            threads = [threading.Thread(target=publisher, args=(t,)) for t in range(16)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(60)
+            sender.flush(10)
+            seen: dict[int, list[int]] = {t: [] for t in range(16)}
+            for _ in range(16 * 2000):
+                msg = sub.next_msg(timeout=10)
+                t = int(msg.subject.split(".")[1])
+                first = msg.data.split(b"|", 1)[0]
+                tt, i = (int(x) for x in first.split(b"-"))
+                assert tt == t
+                assert msg.data == (b"%02d-%05d|" % (t, i)) * (1 + i % 50)
+                assert (msg.headers.get("T") == str(t)) == (i % 3 == 0)
+                seen[t].append(i)
+            assert all(seen[t] == list(range(2000)) for t in range(16))
+        finally:
+            sender.close()
+            receiver.close()
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_flooded_subscriber_keeps_memory_bounded() -> None:
+    log = ErrorLog()
+    with NatsServer(jetstream=False) as server:
+        receiver = jsclient.connect(server.url, error_cb=log)
+        sender = jsclient.connect(server.url)
+        try:
+            limit = 8 * 1024 * 1024
+            sub = receiver.subscribe("flood.big", pending_bytes_limit=limit, pending_msgs_limit=1_000_000)
+            receiver.flush()
+            payload = b"z" * 65536
+            before = _rss_bytes()
+            for _ in range(3000):  # about 200 MB, nobody reading
+                sender.publish("flood.big", payload)
+            sender.flush(30)
+            receiver.flush(30)
+            grown = _rss_bytes() - before
+            assert sub.pending_bytes <= limit
+            assert sub.dropped > 0 and sub.dropped + sub.pending_msgs == sub.received
+            assert grown < 4 * limit + 32 * 1024 * 1024, f"RSS grew by {grown / 1e6:.0f} MB"
+            log.wait_for(jsclient.SlowConsumerError)
+        finally:
+            sender.close()
+            receiver.close()
+
+
+def _child_uses_parent_connection(nc: jsclient.Connection, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    try:
+        nc.publish("fork.test", b"from child")
+        queue.put("published")
+    except jsclient.ForkedConnectionError as exc:
+        queue.put(f"error: {exc}")
+
+
+def test_fork_child_gets_clear_error_parent_keeps_working() -> None:
+    with NatsServer(jetstream=False) as server:
+        nc = jsclient.connect(server.url)
+        try:
+            sub = nc.subscribe("fork.test")
+            nc.flush()
+            ctx = multiprocessing.get_context("fork")
+            q = ctx.Queue()
+            proc = ctx.Process(target=_child_uses_parent_connection, args=(nc, q))
+            proc.start()
+            outcome = q.get(timeout=20)
+            proc.join(20)
+            assert outcome.startswith("error:") and "forked child" in outcome
+            nc.publish("fork.test", b"from parent")
+            assert sub.next_msg(timeout=5).data == b"from parent"
+            with pytest.raises(jsclient.TimeoutError):
+                sub.next_msg(timeout=0.3)  # the child never wrote into our socket
+        finally:
+            nc.close()
+
+
+def test_fork_with_reconnect_after_fork_gets_a_fresh_connection() -> None:
+    with NatsServer(jetstream=False) as server:
+        nc = jsclient.connect(server.url, reconnect_after_fork=True)
+        watcher = jsclient.connect(server.url)
+        try:
+            sub = watcher.subscribe("fork.fresh")
+            watcher.flush()
+            nc.publish("fork.fresh", b"parent before")
+            nc.flush()
+            pid = os.fork()
+            if pid == 0:  # child: must not touch the parent's socket; gets its own
+                code = 1
+                try:
+                    nc.publish("fork.fresh", b"child")
+                    nc.flush(timeout=5)
+                    nc.close()
+                    code = 0
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.WEXITSTATUS(status) == 0
+            nc.publish("fork.fresh", b"parent after")
+            nc.flush()
+            got = sorted(sub.next_msg(timeout=5).data for _ in range(3))
+            assert got == [b"child", b"parent after", b"parent before"]
+        finally:
+            nc.close()
+            watcher.close()
+
+
+def test_connect_to_nothing_lists_every_server() -> None:
+    urls = [f"nats://127.0.0.1:{free_port()}", f"nats://127.0.0.1:{free_port()}"]
+    with pytest.raises(jsclient.NoServersError) as info:
+        jsclient.connect(urls, connect_timeout=0.5)
+    assert all(u.split("//")[1] in str(info.value) for u in urls)
