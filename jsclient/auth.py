@@ -14,8 +14,9 @@ from typing import Any
 
 from .errors import AuthorizationError, InvalidArgumentError
 
+# The body runs to the next "---END" (JWTs are base64url, so they may contain single dashes).
 _BLOCK = re.compile(
-    r"-{3,}BEGIN (?P<kind>NATS USER JWT|USER NKEY SEED)-{3,}\s*(?P<body>[^-]+?)\s*-{3,}END", re.S
+    r"-{3,}BEGIN (?P<kind>NATS USER JWT|USER NKEY SEED)-{3,}\s*(?P<body>.+?)\s*-{3,}END", re.S
 )
 
 

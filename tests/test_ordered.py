@@ -184,3 +184,25 @@ def test_unsubscribe_deletes_consumer(js: jsclient.JetStream) -> None:
     assert js.consumer_names("UNS") == []
     with pytest.raises(jsclient.SubscriptionClosedError):
         sub.next_msg(timeout=0.1)
+
+
+def test_server_restart_mid_replay_file_storage() -> None:
+    with NatsServer() as server:
+        nc = jsclient.connect(server.url, reconnect_time_wait=0.2)
+        try:
+            js = nc.jetstream()
+            fill(js, "FILE", "file.x", 5_000, storage="file")
+            sub = js.subscribe("file.x", ordered=True, idle_heartbeat=0.5)
+            got = read_all(sub, 1_000)
+            server.restart()
+            for i in range(5_000, 6_000):  # stored after the restart
+                js.publish_async("file.x", b"%d" % i, timeout=30)
+            js.publish_async_completed(timeout=60)
+            got += read_all(sub, 5_000, timeout=30)
+            assert got == list(range(6_000))
+            assert sub.resets >= 1
+            with pytest.raises(jsclient.TimeoutError):
+                sub.next_msg(timeout=0.5)
+            sub.unsubscribe()
+        finally:
+            nc.close()

@@ -1,0 +1,269 @@
+"""TLS and authentication against real TLS/auth-configured nats-server processes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nkeys
+import pytest
+import trustme
+
+import jsclient
+from jsclient.server import NatsServer
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("tls")
+    server_cert = ca.issue_cert("localhost", "127.0.0.1")
+    client_cert = ca.issue_cert("client@example.com")
+    other_cert = ca.issue_cert("nats.example.org")
+    files = {
+        "ca": d / "ca.pem",
+        "cert": d / "server.pem",
+        "key": d / "server.key",
+        "other_cert": d / "other.pem",
+        "other_key": d / "other.key",
+        "client_cert": d / "client.pem",
+        "client_key": d / "client.key",
+    }
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    server_cert.cert_chain_pems[0].write_to_path(str(files["cert"]))
+    server_cert.private_key_pem.write_to_path(str(files["key"]))
+    other_cert.cert_chain_pems[0].write_to_path(str(files["other_cert"]))
+    other_cert.private_key_pem.write_to_path(str(files["other_key"]))
+    client_cert.cert_chain_pems[0].write_to_path(str(files["client_cert"]))
+    client_cert.private_key_pem.write_to_path(str(files["client_key"]))
+    return {k: str(v) for k, v in files.items()}
+
+
+def tls_block(cert: str, key: str, ca: str | None = None, verify: bool = False) -> str:
+    lines = [f'  cert_file: "{cert}"', f'  key_file: "{key}"']
+    if ca:
+        lines.append(f'  ca_file: "{ca}"')
+    if verify:
+        lines.append("  verify: true")
+    return "tls {\n" + "\n".join(lines) + "\n}"
+
+
+@pytest.fixture(scope="module")
+def tls_server(tls_files: dict[str, str]) -> Iterator[NatsServer]:
+    with NatsServer(jetstream=False, config=tls_block(tls_files["cert"], tls_files["key"])) as server:
+        yield server
+
+
+def roundtrip(nc: jsclient.Connection) -> None:
+    sub = nc.subscribe("tls.check")
+    nc.publish("tls.check", b"secret payload")
+    assert sub.next_msg(timeout=5).data == b"secret payload"
+    nc.subscribe("tls.svc", cb=lambda m: m.respond(m.data[::-1]))
+    assert nc.request("tls.svc", b"abc", timeout=5).data == b"cba"
+
+
+def test_tls_url_with_ca_file(tls_server: NatsServer, tls_files: dict[str, str]) -> None:
+    url = tls_server.url.replace("nats://", "tls://")
+    with jsclient.connect(url, tls_ca_file=tls_files["ca"]) as nc:
+        roundtrip(nc)
+
+
+def test_tls_required_upgrades_a_nats_url(tls_server: NatsServer, tls_files: dict[str, str]) -> None:
+    with jsclient.connect(tls_server.url, tls_ca_file=tls_files["ca"]) as nc:
+        assert nc.server_info.get("tls_required") is True
+        roundtrip(nc)
+
+
+def test_tls_with_ssl_context(tls_server: NatsServer, ca: trustme.CA) -> None:
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    with jsclient.connect(tls_server.url, tls_context=ctx) as nc:
+        roundtrip(nc)
+        # Large frames through the TLS transport, both directions at once.
+        sub = nc.subscribe("tls.big")
+        big = os.urandom(512 * 1024)
+        for _ in range(20):
+            nc.publish("tls.big", big)
+        assert all(sub.next_msg(timeout=10).data == big for _ in range(20))
+
+
+def test_certificates_are_verified_by_default(tls_server: NatsServer) -> None:
+    with pytest.raises(jsclient.TLSError, match="certificate verif"):
+        jsclient.connect(tls_server.url.replace("nats://", "tls://"), connect_timeout=2)
+
+
+def test_hostname_mismatch_is_a_clear_error(tls_files: dict[str, str]) -> None:
+    config = tls_block(tls_files["other_cert"], tls_files["other_key"])
+    with NatsServer(jetstream=False, config=config) as server:
+        with pytest.raises(jsclient.TLSError, match=r"certificate verification failed for '127\.0\.0\.1'"):
+            jsclient.connect(server.url, tls_ca_file=tls_files["ca"], connect_timeout=2)
+        # The same certificate verifies when the expected name is given.
+        with jsclient.connect(server.url, tls_ca_file=tls_files["ca"], tls_hostname="nats.example.org") as nc:
+            roundtrip(nc)
+
+
+def test_client_certificates(tls_files: dict[str, str]) -> None:
+    config = tls_block(tls_files["cert"], tls_files["key"], ca=tls_files["ca"], verify=True)
+    with NatsServer(jetstream=False, config=config) as server:
+        with jsclient.connect(
+            server.url,
+            tls_ca_file=tls_files["ca"],
+            tls_cert_file=tls_files["client_cert"],
+            tls_key_file=tls_files["client_key"],
+        ) as nc:
+            roundtrip(nc)
+        with pytest.raises((jsclient.TLSError, jsclient.NoServersError, jsclient.ProtocolError)):
+            jsclient.connect(server.url, tls_ca_file=tls_files["ca"], connect_timeout=2, allow_reconnect=False)
+
+
+def test_tls_reconnect_after_restart(tls_files: dict[str, str]) -> None:
+    config = tls_block(tls_files["cert"], tls_files["key"])
+    with NatsServer(jetstream=False, config=config) as server:
+        nc = jsclient.connect(server.url, tls_ca_file=tls_files["ca"], reconnect_time_wait=0.2)
+        try:
+            sub = nc.subscribe("tls.restart")
+            nc.flush()
+            server.restart()
+            deadline = time.monotonic() + 10
+            while nc.reconnects == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            nc.publish("tls.restart", b"again")
+            assert sub.next_msg(timeout=5).data == b"again"
+        finally:
+            nc.close()
+
+
+# -- nkeys and .creds ---------------------------------------------------------------
+
+
+def new_seed(prefix: int) -> tuple[bytes, str]:
+    seed = nkeys.encode_seed(os.urandom(32), prefix)
+    return seed, nkeys.from_seed(seed).public_key.decode()
+
+
+def test_nkey_auth() -> None:
+    seed, public = new_seed(nkeys.PREFIX_BYTE_USER)
+    wrong, _ = new_seed(nkeys.PREFIX_BYTE_USER)
+    config = "authorization { users: [ { nkey: \"" + public + "\" } ] }"
+    with NatsServer(jetstream=False, config=config) as server:
+        with jsclient.connect(server.url, nkey_seed=seed.decode()) as nc:
+            roundtrip(nc)
+        with pytest.raises(jsclient.AuthorizationError) as info:
+            jsclient.connect(server.url, nkey_seed=wrong.decode())
+        assert wrong.decode() not in str(info.value)
+        with pytest.raises(jsclient.AuthorizationError):
+            jsclient.connect(server.url)
+    opts = jsclient.Options.build(server.url, nkey_seed=seed.decode())
+    assert seed.decode() not in repr(opts)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def make_jwt(claims: dict[str, object], signer_seed: bytes) -> str:
+    """A NATS JWT (ed25519-nkey), as the nsc tool would write it."""
+    claims = dict(claims)
+    claims["jti"] = base64.b32encode(hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).digest()).decode()
+    header = _b64(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}).encode())
+    body = _b64(json.dumps(claims).encode())
+    signature = nkeys.from_seed(signer_seed).sign(f"{header}.{body}".encode())
+    return f"{header}.{body}.{_b64(signature)}"
+
+
+@pytest.fixture(scope="module")
+def operator_mode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NatsServer, dict[str, str]]]:
+    now = int(time.time())
+    op_seed, op_pub = new_seed(nkeys.PREFIX_BYTE_OPERATOR)
+    acc_seed, acc_pub = new_seed(nkeys.PREFIX_BYTE_ACCOUNT)
+    op_jwt = make_jwt(
+        {"iat": now, "iss": op_pub, "sub": op_pub, "name": "op", "nats": {"type": "operator", "version": 2}}, op_seed
+    )
+    limits = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "conn": -1, "leaf": -1}
+    acc_jwt = make_jwt(
+        {
+            "iat": now,
+            "iss": op_pub,
+            "sub": acc_pub,
+            "name": "acc",
+            "nats": {"type": "account", "version": 2, "limits": limits},
+        },
+        op_seed,
+    )
+    d = tmp_path_factory.mktemp("creds")
+
+    def creds(name: str, expires: int | None) -> str:
+        user_seed, user_pub = new_seed(nkeys.PREFIX_BYTE_USER)
+        claims: dict[str, object] = {
+            "iat": now,
+            "iss": acc_pub,
+            "sub": user_pub,
+            "name": name,
+            "nats": {"type": "user", "version": 2, "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1},
+        }
+        if expires is not None:
+            claims["exp"] = expires
+        path = d / f"{name}.creds"
+        path.write_text(
+            "-----BEGIN NATS USER JWT-----\n"
+            f"{make_jwt(claims, acc_seed)}\n"
+            "------END NATS USER JWT------\n\n"
+            "-----BEGIN USER NKEY SEED-----\n"
+            f"{user_seed.decode()}\n"
+            "------END USER NKEY SEED------\n"
+        )
+        return str(path)
+
+    paths = {
+        "good": creds("good", None),
+        "expired": creds("expired", now - 3600),
+        "garbage": str(d / "garbage.creds"),
+    }
+    Path(paths["garbage"]).write_text("not a creds file\n")
+    config = f'operator: "{op_jwt}"\nresolver: MEMORY\nresolver_preload: {{\n  {acc_pub}: "{acc_jwt}"\n}}'
+    with NatsServer(jetstream=False, config=config) as server:
+        yield server, paths
+
+
+def test_creds_file_auth(operator_mode: tuple[NatsServer, dict[str, str]]) -> None:
+    server, paths = operator_mode
+    with jsclient.connect(server.url, creds_file=paths["good"]) as nc:
+        roundtrip(nc)
+
+
+def test_expired_creds_rejected_clearly(operator_mode: tuple[NatsServer, dict[str, str]]) -> None:
+    server, paths = operator_mode
+    with pytest.raises(jsclient.AuthorizationError):
+        jsclient.connect(server.url, creds_file=paths["expired"])
+
+
+def test_malformed_creds_file_is_a_clear_error(operator_mode: tuple[NatsServer, dict[str, str]]) -> None:
+    server, paths = operator_mode
+    with pytest.raises(jsclient.InvalidArgumentError, match="NATS USER JWT"):
+        jsclient.connect(server.url, creds_file=paths["garbage"])
+    with pytest.raises(jsclient.InvalidArgumentError, match="cannot read creds file"):
+        jsclient.connect(server.url, creds_file="/nonexistent/user.creds")
+
+
+def test_read_creds_keeps_dashes_in_the_jwt(tmp_path: Path) -> None:
+    from jsclient.auth import read_creds
+
+    jwt = "eyJ0eXAi-OiJKV1Qi_LCJhbGci.eyJqdGki--OiJ_X.sig-na_ture"
+    path = tmp_path / "u.creds"
+    path.write_text(
+        f"-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n"
+        "************************* IMPORTANT *************************\n"
+        "-----BEGIN USER NKEY SEED-----\nSUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORRBU\n"
+        "------END USER NKEY SEED------\n"
+    )
+    assert read_creds(str(path)) == (jwt, b"SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORRBU")
