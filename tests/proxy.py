@@ -37,6 +37,17 @@ def split_frames(buf: bytearray) -> list[bytes]:
         del buf[:end]
 
 
+def rewrite_status(frame: bytes, old: bytes, new: bytes) -> bytes:
+    """An HMSG frame with one status line replaced, sizes recomputed."""
+    head, _, rest = frame.partition(b"\r\n")
+    parts = head.split()
+    hlen, total = int(parts[-2]), int(parts[-1])
+    header, payload = rest[:hlen], rest[hlen:total]
+    header = header.replace(old, new)
+    parts[-2], parts[-1] = b"%d" % len(header), b"%d" % (len(header) + len(payload))
+    return b" ".join(parts) + b"\r\n" + header + payload + b"\r\n"
+
+
 class FrameProxy:
     """Listens on 127.0.0.1; each accepted client gets its own upstream connection."""
 
@@ -49,6 +60,9 @@ class FrameProxy:
         self._listener.listen(16)
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
+        #: Every byte the clients sent, for tests that check what went on the wire.
+        self.sent = bytearray()
+        self._sent_lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="test-proxy").start()
 
@@ -67,10 +81,11 @@ class FrameProxy:
             threading.Thread(target=self._pipe_up, args=(client, server), daemon=True).start()
             threading.Thread(target=self._pipe_down, args=(server, client), daemon=True).start()
 
-    @staticmethod
-    def _pipe_up(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe_up(self, src: socket.socket, dst: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
+                with self._sent_lock:
+                    self.sent += data
                 dst.sendall(data)
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)

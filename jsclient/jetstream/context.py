@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..connection import Connection
     from ..message import Msg
     from .ordered import OrderedSubscription
+    from .pull import PullSubscription
     from .push import PushSubscription
 
 T = TypeVar("T")
@@ -333,6 +334,20 @@ class JetStream:
             pending_msgs_limit=pending_msgs_limit,
             pending_bytes_limit=pending_bytes_limit,
         )
+
+    def pull_subscribe(
+        self,
+        subject: str | None = None,
+        durable: str | None = None,
+        *,
+        stream: str | None = None,
+        consumer: str | None = None,
+        config: ConsumerConfig | None = None,
+    ) -> PullSubscription:
+        """A pull subscription (ADR-13): ``fetch`` batches or iterate ``messages()``."""
+        from .pull import pull_subscribe
+
+        return pull_subscribe(self, subject, durable=durable, stream=stream, consumer=consumer, config=config)
 
     # -- publishing ------------------------------------------------------------------
     def publish(
