@@ -338,22 +338,28 @@ def test_flow_control_slow_reader_50k(server: NatsServer, nc: jsclient.Connectio
     for i in range(50_000):
         js.publish_async("orders.fc", payload + b"%d" % i)
     js.publish_async_completed(timeout=60)
-    sub = js.subscribe(
-        "orders.fc", idle_heartbeat=1.0, flow_control=True, config=ConsumerConfig(ack_policy="none"),
-        pending_msgs_limit=100_000, pending_bytes_limit=1 << 30,
-    )
-    # A second connection taps the deliver subject (flow-control requests) and $JS.FC (our answers).
+    # A second connection taps the deliver subject (flow-control requests) and $JS.FC (our answers),
+    # from before the consumer exists, so it sees every request.
+    deliver = nc.new_inbox()
     tap = jsclient.connect(server.url)
-    requests = tap.subscribe(sub.deliver_subject, pending_msgs_limit=200_000, pending_bytes_limit=1 << 30)
+    requests = tap.subscribe(deliver, pending_msgs_limit=200_000, pending_bytes_limit=1 << 30)
     answers = tap.subscribe("$JS.FC.>", pending_msgs_limit=10_000)
     tap.flush()
+    sub = js.subscribe(
+        "orders.fc", idle_heartbeat=1.0, flow_control=True,
+        config=ConsumerConfig(ack_policy="none", deliver_subject=deliver),
+        pending_msgs_limit=100_000, pending_bytes_limit=1 << 30,
+    )
     try:
         for i in range(50_000):
             msg = sub.next_msg(timeout=30)
             assert msg.data == payload + b"%d" % i
             if i % 5000 == 0:
                 time.sleep(0.2)  # a slow reader
-        time.sleep(0.5)
+        # A flow-control request after the last message is answered when it reaches the head.
+        with pytest.raises(jsclient.TimeoutError):
+            sub.next_msg(timeout=1.5)
+        time.sleep(0.3)
         fc_subjects = []
         while True:
             try:
