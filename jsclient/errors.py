@@ -11,6 +11,7 @@ No threads or locks here: these are plain value objects.
 from __future__ import annotations
 
 import builtins
+from typing import Any
 
 
 class Error(Exception):
@@ -220,6 +221,14 @@ class MaximumConsumersError(JetStreamAPIError):
     """The stream's or account's consumer limit is reached."""
 
 
+class TooManySubjectsError(JetStreamAPIError):
+    """413: a multi-subject direct get matched more subjects than the server allows."""
+
+
+class DirectGetDisabledError(JetStreamAPIError):
+    """The stream's allow_direct is off, so nothing answers a direct get."""
+
+
 class NoStreamResponseError(JetStreamError):
     """A JetStream publish reached no stream (no stream listens on the subject)."""
 
@@ -320,3 +329,35 @@ class MessageGapError(JetStreamError):
 
 class JetStreamSubscribeError(JetStreamError, ValueError):
     """A subscription cannot bind to the consumer as asked (the text says which check failed)."""
+
+
+# -- key-value -----------------------------------------------------------------
+
+
+class KeyValueError(JetStreamError):
+    """Base of key-value errors."""
+
+
+class BucketNotFoundError(KeyValueError):
+    """No bucket of that name."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value (never set, or deleted/purged)."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's last entry is a delete or purge marker."""
+
+    def __init__(self, message: str, entry: Any) -> None:
+        super().__init__(message)
+        #: The delete or purge marker (a KeyValueEntry).
+        self.entry = entry
+
+
+class KeyExistsError(KeyValueError):
+    """create(): the key already has a value."""
+
+
+class KeyWrongRevisionError(KeyValueError):
+    """update(): the key's revision is not the one given."""

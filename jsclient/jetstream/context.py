@@ -9,6 +9,7 @@ may be shared by many threads.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -42,6 +43,8 @@ from .api import (
 if TYPE_CHECKING:
     from ..connection import Connection
     from ..message import Msg
+    from .direct import DirectBatch, StoredMessage
+    from .kv import KeyValue
     from .ordered import OrderedSubscription
     from .pull import PullSubscription
     from .push import PushSubscription
@@ -239,6 +242,93 @@ class JetStream:
         if not erase:
             body["no_erase"] = True
         return self._call(f"STREAM.MSG.DELETE.{stream}", body, api._Success).success
+
+    # -- direct get (ADR-31) ----------------------------------------------------------
+    def direct_get(
+        self,
+        stream: str,
+        seq: int | None = None,
+        *,
+        last_by_subj: str | None = None,
+        next_by_subj: str | None = None,
+        start_time: dt.datetime | None = None,
+        timeout: float | None = None,
+    ) -> StoredMessage:
+        """One message straight from the stream's store (any replica answers)."""
+        from .direct import direct_get
+
+        return direct_get(
+            self, stream, seq=seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj,
+            start_time=start_time, timeout=timeout,
+        )
+
+    def direct_get_batch(
+        self,
+        stream: str,
+        subject: str = ">",
+        *,
+        batch: int = 100,
+        seq: int | None = None,
+        start_time: dt.datetime | None = None,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> DirectBatch:
+        """Up to ``batch`` messages matching ``subject`` from ``seq`` (or ``start_time``): an iterator."""
+        from .direct import direct_get_batch
+
+        return direct_get_batch(
+            self, stream, subject, batch=batch, seq=seq, start_time=start_time, max_bytes=max_bytes, timeout=timeout
+        )
+
+    def direct_get_last_for_subjects(
+        self,
+        stream: str,
+        subjects: list[str],
+        *,
+        up_to_seq: int | None = None,
+        up_to_time: dt.datetime | None = None,
+        batch: int | None = None,
+        timeout: float | None = None,
+    ) -> DirectBatch:
+        """The last message of each subject, as of one point in time, across as many batches as it takes."""
+        from .direct import direct_get_last_for_subjects
+
+        return direct_get_last_for_subjects(
+            self, stream, subjects, up_to_seq=up_to_seq, up_to_time=up_to_time, batch=batch, timeout=timeout
+        )
+
+    # -- key-value ---------------------------------------------------------------------
+    def create_key_value(
+        self,
+        bucket: str,
+        history: int = 1,
+        ttl: float | None = None,
+        max_bytes: int | None = None,
+        storage: str = "file",
+        replicas: int = 1,
+        max_value_size: int | None = None,
+        description: str | None = None,
+    ) -> KeyValue:
+        """Create a bucket (or bind to an identical one)."""
+        from .kv import KeyValue, bucket_config
+
+        config = bucket_config(
+            bucket, history=history, ttl=ttl, max_bytes=max_bytes, max_value_size=max_value_size,
+            storage=storage, replicas=replicas, description=description,
+        )
+        self.add_stream(config)
+        return KeyValue(self, bucket, direct=True)
+
+    def key_value(self, bucket: str) -> KeyValue:
+        """Bind to an existing bucket (BucketNotFoundError if there is none)."""
+        from .kv import open_bucket
+
+        return open_bucket(self, bucket)
+
+    def delete_key_value(self, bucket: str) -> bool:
+        from .kv import check_bucket
+
+        return self.delete_stream(f"KV_{check_bucket(bucket)}")
 
     # -- consumers -----------------------------------------------------------------
     def add_consumer(

@@ -1,0 +1,301 @@
+"""Direct get (ADR-31): single messages, batches and multi-subject last values.
+
+Runs on the caller's thread.  A single get is one request over the
+connection's shared reply inbox.  Batches use an inbox subscription of their
+own because the server answers one request with many messages, ending with a
+``204 EOB`` status that carries ``Nats-Num-Pending``/``Nats-Last-Sequence``
+(and ``Nats-UpTo-Sequence`` for multi-subject reads, which later requests
+pass back as ``up_to_seq`` so a long read is one point in time).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    BadRequestError,
+    DirectGetDisabledError,
+    InvalidArgumentError,
+    JetStreamAPIError,
+    MessageNotFoundError,
+    NoRespondersError,
+    StreamNotFoundError,
+    TimeoutError,
+    TooManySubjectsError,
+)
+from ..headers import Headers, parse, status_of
+from ..message import Msg
+from ..protocol import check_publish_subject, check_subscribe_subject
+from . import api
+
+if TYPE_CHECKING:
+    from .context import JetStream
+
+#: Delivery headers the server adds; exposed as fields, not as user headers.
+DELIVERY_HEADERS = (
+    "Nats-Stream",
+    "Nats-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Subject",
+    "Nats-Num-Pending",
+    "Nats-Last-Sequence",
+    "Nats-UpTo-Sequence",
+)
+MAX_MULTI_SUBJECTS = 1024
+_GO_TIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))? ([+-]\d{4})")
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """``Nats-Time-Stamp``: RFC 3339 (newer servers) or Go's time.String() form (older ones)."""
+    m = _GO_TIME.match(text)
+    if m:
+        date, clock, frac, offset = m.groups()
+        text = f"{date}T{clock}.{(frac or '0')[:6]}{offset[:3]}:{offset[3:]}"
+    else:
+        text = text.replace("Z", "+00:00")
+        head, dot, rest = text.partition(".")
+        if dot:
+            digits = re.match(r"\d+", rest)
+            frac = digits.group(0) if digits else "0"
+            text = f"{head}.{frac[:6]}{rest[len(frac):]}"
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise JetStreamAPIError(0, 0, f"unreadable Nats-Time-Stamp {text!r}") from None
+
+
+class StoredMessage:
+    """A message read straight from a stream: subject, seq, time, user headers, data."""
+
+    __slots__ = ("data", "headers", "num_pending", "seq", "stream", "subject", "time")
+
+    def __init__(self, msg: Msg) -> None:
+        all_headers = parse(msg.header) if msg.header else Headers()
+        try:
+            self.stream = all_headers["Nats-Stream"]
+            self.subject = all_headers["Nats-Subject"]
+            self.seq = int(all_headers["Nats-Sequence"])
+            self.time = parse_timestamp(all_headers["Nats-Time-Stamp"])
+        except (KeyError, ValueError) as exc:
+            raise JetStreamAPIError(0, 0, f"direct get reply without its delivery headers ({exc})") from None
+        pending = all_headers.get("Nats-Num-Pending")
+        #: Messages still matching after this one (batched reads only, else None).
+        self.num_pending = int(pending) if pending is not None else None
+        self.data = msg.data
+        user = Headers()
+        for name, value in all_headers.multi_items():
+            if name not in DELIVERY_HEADERS:
+                user.add(name, value)
+        self.headers = user
+
+    def __repr__(self) -> str:
+        return f"<StoredMessage stream={self.stream!r} seq={self.seq} subject={self.subject!r} data={self.data[:32]!r}>"
+
+
+def _raise_status(code: int, description: str, stream: str) -> None:
+    if code == 404:
+        raise MessageNotFoundError(404, 10037, description or "no message found")
+    if code == 408:
+        raise BadRequestError(408, 10003, f"direct get on {stream!r}: {description or 'bad request'}")
+    if code == 413:
+        raise TooManySubjectsError(
+            413, 0, f"direct get on {stream!r}: {description or 'too many subjects'} (at most {MAX_MULTI_SUBJECTS})"
+        )
+    raise JetStreamAPIError(code, 0, f"direct get on {stream!r}: {description or f'status {code}'}")
+
+
+def _no_direct(js: JetStream, stream: str) -> JetStreamAPIError:
+    """Explain a direct get nobody answered: no such stream, or allow_direct is off."""
+    try:
+        info = js.stream_info(stream)
+    except StreamNotFoundError:
+        return StreamNotFoundError(404, 10059, f"stream {stream!r} not found")
+    if not info.config.allow_direct:
+        return DirectGetDisabledError(
+            503, 0, f"stream {stream!r} does not allow direct get (create it with allow_direct=True)"
+        )
+    return JetStreamAPIError(503, 0, f"no direct get responder for stream {stream!r}")
+
+
+def direct_get(
+    js: JetStream,
+    stream: str,
+    *,
+    seq: int | None = None,
+    last_by_subj: str | None = None,
+    next_by_subj: str | None = None,
+    start_time: dt.datetime | None = None,
+    timeout: float | None = None,
+) -> StoredMessage:
+    api.check_name("stream", stream)
+    body: dict[str, Any] = {}
+    if seq is not None:
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
+        body["seq"] = seq
+    if next_by_subj is not None:
+        check_subscribe_subject(next_by_subj, "next_by_subj")
+        body["next_by_subj"] = next_by_subj
+    if start_time is not None:
+        body["start_time"] = _rfc3339(start_time, "start_time")
+        if seq is not None:
+            raise InvalidArgumentError("start_time and seq are mutually exclusive")
+    if last_by_subj is not None:
+        if body:
+            raise InvalidArgumentError("last_by_subj cannot be combined with seq, next_by_subj or start_time")
+        check_publish_subject(last_by_subj, "last_by_subj")
+        subject, payload = f"{js.prefix}.DIRECT.GET.{stream}.{last_by_subj}", b""
+    elif not body:
+        raise InvalidArgumentError("direct_get needs seq, last_by_subj, next_by_subj or start_time")
+    else:
+        subject, payload = f"{js.prefix}.DIRECT.GET.{stream}", api.encode(body)
+    try:
+        reply = js.conn.request(subject, payload, timeout=timeout or js.timeout)
+    except NoRespondersError:
+        raise _no_direct(js, stream) from None
+    code = status_of(reply.header)
+    if code is not None:
+        _raise_status(code, parse(reply.header).description if reply.header else "", stream)
+    return StoredMessage(reply)
+
+
+def _rfc3339(value: Any, name: str) -> str:
+    if not isinstance(value, dt.datetime) or value.tzinfo is None:
+        raise InvalidArgumentError(f"{name} must be a timezone-aware datetime, not {value!r}")
+    return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class DirectBatch:
+    """Iterator over one or more batched direct gets; ``num_pending``/``last_sequence`` after each EOB."""
+
+    def __init__(self, js: JetStream, stream: str, body: dict[str, Any], continue_multi: bool,
+                 timeout: float) -> None:
+        self._js = js
+        self.stream = stream
+        self._body = body
+        self._continue = continue_multi
+        self._timeout = timeout
+        #: After an EOB: messages still matching, and the sequence of the last one sent.
+        self.num_pending: int | None = None
+        self.last_sequence: int | None = None
+        self.up_to_sequence: int | None = None
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        js = self._js
+        conn = js.conn
+        subject = f"{js.prefix}.DIRECT.GET.{self.stream}"
+        inbox = conn.new_inbox()
+        sub = conn.subscribe(inbox, pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 34)
+        body = dict(self._body)
+        try:
+            while True:
+                conn._publish_full(subject, api.encode(body), inbox, None, True)
+                first = True
+                while True:
+                    try:
+                        msg = sub._take(self._timeout)
+                    except TimeoutError:
+                        raise TimeoutError(
+                            f"direct get batch on {self.stream!r}: no reply within {self._timeout} s"
+                        ) from None
+                    code = status_of(msg.header)
+                    if code == 503 and not msg.data:
+                        raise _no_direct(js, self.stream)
+                    if code == 404:
+                        self.num_pending = 0
+                        return
+                    if code == 204:
+                        headers = parse(msg.header)  # type: ignore[arg-type]
+                        self.num_pending = int(headers.get("Nats-Num-Pending", "0"))
+                        last = headers.get("Nats-Last-Sequence")
+                        self.last_sequence = int(last) if last else None
+                        upto = headers.get("Nats-UpTo-Sequence")
+                        if upto:
+                            self.up_to_sequence = int(upto)
+                        break
+                    if code is not None:
+                        _raise_status(code, parse(msg.header).description, self.stream)  # type: ignore[arg-type]
+                    stored = StoredMessage(msg)
+                    if first and stored.num_pending is None:
+                        # An old server answers only the first message, without batch headers.
+                        yield stored
+                        return
+                    first = False
+                    yield stored
+                if not (self._continue and self.num_pending and self.last_sequence):
+                    return
+                # Continue the multi-subject read at the same point in time.
+                body = {**self._body, "seq": self.last_sequence + 1}
+                if self.up_to_sequence:
+                    body["up_to_seq"] = self.up_to_sequence
+                    body.pop("up_to_time", None)
+        finally:
+            sub.unsubscribe()
+
+
+def direct_get_batch(
+    js: JetStream,
+    stream: str,
+    subject: str,
+    *,
+    batch: int,
+    seq: int | None = None,
+    start_time: dt.datetime | None = None,
+    max_bytes: int | None = None,
+    timeout: float | None = None,
+) -> DirectBatch:
+    api.check_name("stream", stream)
+    check_subscribe_subject(subject, "subject")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InvalidArgumentError(f"batch must be an int >= 1, not {batch!r}")
+    body: dict[str, Any] = {"batch": batch, "next_by_subj": subject}
+    if seq is not None and start_time is not None:
+        raise InvalidArgumentError("seq and start_time are mutually exclusive")
+    if start_time is not None:
+        body["start_time"] = _rfc3339(start_time, "start_time")
+    else:
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+            raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
+        body["seq"] = seq or 1
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise InvalidArgumentError(f"max_bytes must be an int >= 1, not {max_bytes!r}")
+        body["max_bytes"] = max_bytes
+    return DirectBatch(js, stream, body, False, timeout or js.timeout)
+
+
+def direct_get_last_for_subjects(
+    js: JetStream,
+    stream: str,
+    subjects: list[str],
+    *,
+    up_to_seq: int | None = None,
+    up_to_time: dt.datetime | None = None,
+    batch: int | None = None,
+    timeout: float | None = None,
+) -> DirectBatch:
+    api.check_name("stream", stream)
+    listed: Any = subjects
+    if not isinstance(listed, (list, tuple)) or not listed:
+        raise InvalidArgumentError(f"subjects must be a non-empty list of subjects, not {listed!r}")
+    for s in subjects:
+        check_subscribe_subject(s, "subject")
+    if len(subjects) > MAX_MULTI_SUBJECTS:
+        raise InvalidArgumentError(f"at most {MAX_MULTI_SUBJECTS} subjects per multi-subject get, not {len(subjects)}")
+    body: dict[str, Any] = {"multi_last": list(subjects)}
+    if up_to_seq is not None and up_to_time is not None:
+        raise InvalidArgumentError("up_to_seq and up_to_time are mutually exclusive")
+    if up_to_seq is not None:
+        if isinstance(up_to_seq, bool) or not isinstance(up_to_seq, int) or up_to_seq < 1:
+            raise InvalidArgumentError(f"up_to_seq must be an int >= 1, not {up_to_seq!r}")
+        body["up_to_seq"] = up_to_seq
+    if up_to_time is not None:
+        body["up_to_time"] = _rfc3339(up_to_time, "up_to_time")
+    if batch is not None:
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InvalidArgumentError(f"batch must be an int >= 1, not {batch!r}")
+        body["batch"] = batch
+    return DirectBatch(js, stream, body, True, timeout or js.timeout)

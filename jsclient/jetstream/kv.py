@@ -1,0 +1,368 @@
+"""Key-value store on JetStream, in the standard bucket layout other NATS clients use.
+
+Bucket ``B`` is the stream ``KV_B`` with subjects ``$KV.B.>``; key ``k`` is
+the subject ``$KV.B.k``; deletes and purges are empty messages with a
+``KV-Operation`` header (a purge also rolls the subject up with
+``Nats-Rollup: sub``).  Reads use direct get; watches, ``keys`` and
+``history`` use ordered consumers.
+
+Runs on the caller's thread; a :class:`KeyValue` holds no mutable state and
+may be shared.  A :class:`KeyWatcher` belongs to the thread that reads it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from msgspec import UNSET
+
+from ..errors import (
+    BucketNotFoundError,
+    ConsumerNotFoundError,
+    InvalidArgumentError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyWrongRevisionError,
+    MessageNotFoundError,
+    StreamNotFoundError,
+    SubscriptionClosedError,
+    WrongLastSequenceError,
+)
+from ..headers import Headers
+from ..message import Msg
+from . import api
+from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
+from .direct import StoredMessage
+
+if TYPE_CHECKING:
+    from .context import JetStream
+    from .ordered import OrderedSubscription
+
+PUT, DEL, PURGE = "PUT", "DEL", "PURGE"
+OPERATION_HEADER = "KV-Operation"
+_BUCKET = re.compile(r"^[a-zA-Z0-9_-]+$")
+_KEY = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
+_KEY_FILTER = re.compile(r"^[-/_=.a-zA-Z0-9*>]+$")
+
+
+def check_bucket(bucket: Any) -> str:
+    if not isinstance(bucket, str) or not _BUCKET.match(bucket):
+        raise InvalidArgumentError(f"bucket name {bucket!r} must be letters, digits, '-' or '_'")
+    return bucket
+
+
+def check_key(key: Any, allow_wildcards: bool = False) -> str:
+    pattern = _KEY_FILTER if allow_wildcards else _KEY
+    what = "key filter" if allow_wildcards else "key"
+    if not isinstance(key, str) or not pattern.match(key):
+        allowed = "letters, digits and - / _ = ." + (" * >" if allow_wildcards else "")
+        raise InvalidArgumentError(f"{what} {key!r} must use only {allowed}")
+    if key.startswith(".") or key.endswith(".") or ".." in key:
+        raise InvalidArgumentError(f"{what} {key!r} has an empty token")
+    if not allow_wildcards and key.startswith("_kv"):
+        raise InvalidArgumentError(f"key {key!r}: keys starting with '_kv' are reserved")
+    return key
+
+
+class KeyValueEntry(NamedTuple):
+    bucket: str
+    key: str
+    value: bytes
+    revision: int
+    created: dt.datetime | None
+    operation: str = PUT
+    #: Entries after this one for the same key filter (watch and history).
+    delta: int = 0
+
+
+class KeyValueStatus(NamedTuple):
+    bucket: str
+    values: int
+    history: int
+    ttl: float
+    bytes: int
+    backing_store: str
+    info: api.StreamInfo
+
+
+def _operation(headers: Headers) -> str:
+    op = headers.get(OPERATION_HEADER)
+    return op if op in (DEL, PURGE) else PUT
+
+
+class KeyValue:
+    """One bucket.  Get it from ``js.create_key_value`` or ``js.key_value``."""
+
+    def __init__(self, js: JetStream, bucket: str, direct: bool) -> None:
+        self._js = js
+        self.bucket = bucket
+        self.stream = f"KV_{bucket}"
+        self._prefix = f"$KV.{bucket}."
+        self._direct = direct
+
+    def __repr__(self) -> str:
+        return f"<KeyValue bucket={self.bucket!r}>"
+
+    # -- reading ---------------------------------------------------------------------
+    def get(self, key: str, revision: int | None = None) -> KeyValueEntry:
+        """The current value (or the entry at ``revision``); KeyNotFoundError if none."""
+        check_key(key)
+        subject = self._prefix + key
+        try:
+            if revision is None:
+                stored = self._read(last_by_subj=subject)
+            else:
+                if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
+                    raise InvalidArgumentError(f"revision must be an int >= 1, not {revision!r}")
+                stored = self._read(seq=revision)
+                if stored.subject != subject:
+                    raise KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
+        except MessageNotFoundError:
+            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
+        entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, _operation(stored.headers))
+        if entry.operation != PUT:
+            raise KeyDeletedError(f"key {key!r} was {'deleted' if entry.operation == DEL else 'purged'}", entry)
+        return entry
+
+    def _read(self, *, last_by_subj: str | None = None, seq: int | None = None) -> StoredMessage:
+        if self._direct:
+            return self._js.direct_get(self.stream, seq, last_by_subj=last_by_subj)
+        raw = self._js.get_msg(self.stream, seq=seq, last_by_subj=last_by_subj)
+        msg = Msg.make(
+            raw.subject,
+            raw.data,
+            header=_with_delivery_headers(raw.hdrs, self.stream, raw.subject, raw.seq, raw.time),
+        )
+        return StoredMessage(msg)
+
+    # -- writing ---------------------------------------------------------------------
+    def put(self, key: str, value: bytes) -> int:
+        """Set the value; returns its revision."""
+        check_key(key)
+        return self._js.publish(self._prefix + key, value).seq
+
+    def create(self, key: str, value: bytes) -> int:
+        """Set the value only if the key has none (never set, deleted or purged)."""
+        check_key(key)
+        try:
+            return self._js.publish(self._prefix + key, value, expected_last_subject_seq=0).seq
+        except WrongLastSequenceError:
+            pass
+        try:
+            self.get(key)
+        except KeyDeletedError as deleted:
+            try:
+                return self.update(key, value, last=deleted.entry.revision)
+            except KeyWrongRevisionError:
+                pass
+        except KeyNotFoundError:
+            pass
+        raise KeyExistsError(f"key {key!r} already exists in bucket {self.bucket!r}")
+
+    def update(self, key: str, value: bytes, last: int) -> int:
+        """Set the value only if the key's revision is still ``last``."""
+        check_key(key)
+        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+            raise InvalidArgumentError(f"last must be a revision (int >= 0), not {last!r}")
+        try:
+            return self._js.publish(self._prefix + key, value, expected_last_subject_seq=last).seq
+        except WrongLastSequenceError as exc:
+            raise KeyWrongRevisionError(
+                f"key {key!r} in bucket {self.bucket!r} is not at revision {last}: {exc.description}"
+            ) from None
+
+    def delete(self, key: str, last: int | None = None) -> int:
+        """Mark the key deleted (history is kept); with ``last``, only if still at that revision."""
+        return self._marker(key, Headers({OPERATION_HEADER: DEL}), last)
+
+    def purge(self, key: str, last: int | None = None) -> int:
+        """Delete the key and its history, leaving one purge marker."""
+        return self._marker(key, Headers({OPERATION_HEADER: PURGE, "Nats-Rollup": "sub"}), last)
+
+    def _marker(self, key: str, headers: Headers, last: int | None) -> int:
+        check_key(key)
+        try:
+            ack: PubAck = self._js.publish(
+                self._prefix + key, b"", headers=headers, expected_last_subject_seq=last
+            )
+        except WrongLastSequenceError as exc:
+            raise KeyWrongRevisionError(f"key {key!r} is not at revision {last}: {exc.description}") from None
+        return ack.seq
+
+    # -- scanning ----------------------------------------------------------------------
+    def watch(
+        self,
+        keys: str = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+    ) -> KeyWatcher:
+        """Updates for matching keys: current values first, then ``None`` once, then live changes."""
+        check_key(keys, allow_wildcards=True)
+        return KeyWatcher(self, keys, include_history, ignore_deletes, meta_only)
+
+    def keys(self, filter: str = ">") -> list[str]:  # noqa: A002 - the natural name
+        """Keys that currently have a value."""
+        found: dict[str, None] = {}
+        with self.watch(filter, ignore_deletes=False, meta_only=True) as watcher:
+            for entry in watcher.initial():
+                if entry.operation == PUT:
+                    found[entry.key] = None
+                else:
+                    found.pop(entry.key, None)
+        return list(found)
+
+    def history(self, key: str) -> list[KeyValueEntry]:
+        """Every retained entry of the key, oldest first (deletes and purges included)."""
+        check_key(key)
+        with self.watch(key, include_history=True) as watcher:
+            entries = list(watcher.initial())
+        if not entries:
+            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+        return entries
+
+    def status(self) -> KeyValueStatus:
+        info = self._js.stream_info(self.stream)
+        cfg = info.config
+        history = cfg.max_msgs_per_subject if isinstance(cfg.max_msgs_per_subject, int) else 1
+        ttl = float(cfg.max_age) if isinstance(cfg.max_age, float) else 0.0
+        return KeyValueStatus(
+            self.bucket, info.state.messages, history, ttl, info.state.bytes, str(cfg.storage), info
+        )
+
+
+def _with_delivery_headers(
+    hdrs: bytes | None, stream: str, subject: str, seq: int, time: dt.datetime | None
+) -> bytes:
+    """Headers of a STREAM.MSG.GET reply in the shape a direct get reply has."""
+    from ..headers import parse
+
+    headers = parse(hdrs) if hdrs else Headers()
+    headers["Nats-Stream"] = stream
+    headers["Nats-Subject"] = subject
+    headers["Nats-Sequence"] = str(seq)
+    headers["Nats-Time-Stamp"] = (time or dt.datetime.now(dt.UTC)).isoformat()
+    return headers.encode()
+
+
+class KeyWatcher:
+    """``next(timeout)`` gives entries; ``None`` once marks the end of the initial values."""
+
+    def __init__(self, kv: KeyValue, keys: str, include_history: bool, ignore_deletes: bool, meta_only: bool) -> None:
+        self._kv = kv
+        self._ignore_deletes = ignore_deletes
+        js = kv._js
+        policy = DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
+        config = ConsumerConfig(deliver_policy=policy.value, headers_only=True if meta_only else UNSET)
+        self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]
+            kv._prefix + keys, stream=kv.stream, ordered=True, config=config
+        )
+        pending = self._initial_pending()
+        self._initial_done = pending == 0
+        self._marker_sent = False
+
+    def _initial_pending(self) -> int:
+        try:
+            info = self._kv._js.consumer_info(self._kv.stream, self._sub.consumer)
+        except ConsumerNotFoundError:
+            return 0
+        return info.num_pending + info.delivered.consumer_seq
+
+    def next(self, timeout: float | None = 1.0) -> KeyValueEntry | None:
+        """The next entry; ``None`` exactly once, after the initial values.  TimeoutError if none comes."""
+        if self._initial_done and not self._marker_sent:
+            self._marker_sent = True
+            return None
+        while True:
+            msg = self._sub.next_msg(timeout=timeout)
+            meta = msg.metadata
+            key = msg.subject[len(self._kv._prefix) :]
+            op = _operation(msg.headers)
+            if meta.num_pending == 0:
+                self._initial_done = True
+            if self._ignore_deletes and op != PUT:
+                if self._initial_done and not self._marker_sent:
+                    self._marker_sent = True
+                    return None
+                continue
+            value = b"" if msg.headers.get("Nats-Msg-Size") is not None else msg.data
+            return KeyValueEntry(
+                self._kv.bucket, key, value, meta.sequence.stream, meta.timestamp, op, meta.num_pending
+            )
+
+    def initial(self) -> Iterator[KeyValueEntry]:
+        """The initial values only (ends at the marker)."""
+        while True:
+            entry = self.next(timeout=self._kv._js.timeout)
+            if entry is None:
+                return
+            yield entry
+
+    def __iter__(self) -> Iterator[KeyValueEntry | None]:
+        while True:
+            try:
+                yield self.next(timeout=None)
+            except SubscriptionClosedError:
+                return
+
+    def stop(self) -> None:
+        self._sub.unsubscribe()
+
+    def __enter__(self) -> KeyWatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def bucket_config(
+    bucket: str,
+    *,
+    history: int = 1,
+    ttl: float | None = None,
+    max_bytes: int | None = None,
+    max_value_size: int | None = None,
+    storage: str = "file",
+    replicas: int = 1,
+    description: str | None = None,
+) -> StreamConfig:
+    """The standard stream for a bucket (the layout other NATS clients expect)."""
+    check_bucket(bucket)
+    if isinstance(history, bool) or not isinstance(history, int) or not 1 <= history <= 64:
+        raise InvalidArgumentError(f"history must be 1 to 64, not {history!r}")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0):
+        raise InvalidArgumentError(f"ttl must be a number of seconds >= 0, not {ttl!r}")
+    duplicate_window = 120.0 if not ttl else min(float(ttl), 120.0)
+    fields: dict[str, Any] = {
+        "name": f"KV_{bucket}",
+        "subjects": [f"$KV.{bucket}.>"],
+        "max_msgs_per_subject": history,
+        "max_bytes": max_bytes if max_bytes is not None else -1,
+        "max_msg_size": max_value_size if max_value_size is not None else -1,
+        "storage": storage,
+        "num_replicas": replicas,
+        "discard": "new",
+        "allow_rollup_hdrs": True,
+        "deny_delete": True,
+        "allow_direct": True,
+        "duplicate_window": duplicate_window,
+        "max_age": float(ttl or 0),
+    }
+    if description is not None:
+        fields["description"] = description
+    return api.validate_stream_config(StreamConfig(**fields))
+
+
+def open_bucket(js: JetStream, bucket: str) -> KeyValue:
+    check_bucket(bucket)
+    try:
+        info = js.stream_info(f"KV_{bucket}")
+    except StreamNotFoundError:
+        raise BucketNotFoundError(f"bucket {bucket!r} not found") from None
+    return KeyValue(js, bucket, bool(info.config.allow_direct))
+

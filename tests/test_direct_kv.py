@@ -1,0 +1,273 @@
+"""Direct get (ADR-31) and the key-value store, against a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import jsclient
+from jsclient import errors
+from jsclient.jetstream.direct import parse_timestamp
+from jsclient.server import NatsServer
+
+from .proxy import FrameProxy
+
+
+@pytest.fixture
+def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
+    ctx = nc.jetstream()
+    yield ctx
+    for name in ctx.stream_names():
+        ctx.delete_stream(name)
+
+
+@pytest.fixture
+def stream(js: jsclient.JetStream) -> list[tuple[str, bytes]]:
+    """KV-like contents: seq 1..5 are k0..k4, then seq 6 and 7 update k0 and k1."""
+    js.add_stream(name="D", subjects=["d.>"], allow_direct=True)
+    contents = [(f"d.k{i}", b"v%d" % i) for i in range(5)] + [("d.k0", b"v0-new"), ("d.k1", b"v1-new")]
+    for subject, data in contents:
+        js.publish(subject, data, headers={"Src": subject})
+    return contents
+
+
+def test_direct_get_single_forms(js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:
+    by_seq = js.direct_get("D", 3)
+    assert (by_seq.seq, by_seq.subject, by_seq.data, by_seq.stream) == (3, "d.k2", b"v2", "D")
+    assert dict(by_seq.headers) == {"Src": "d.k2"}  # Nats-* delivery headers are fields, not headers
+    assert by_seq.time.tzinfo is not None and by_seq.num_pending is None
+    assert js.direct_get("D", last_by_subj="d.k0").seq == 6
+    assert js.direct_get("D", next_by_subj="d.k1").seq == 2
+    assert js.direct_get("D", 3, next_by_subj="d.k1").seq == 7
+    future = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    with pytest.raises(errors.MessageNotFoundError):
+        js.direct_get("D", start_time=future)
+    past = by_seq.time - dt.timedelta(seconds=60)
+    assert js.direct_get("D", start_time=past).seq == 1
+
+
+def test_direct_get_errors(nc: jsclient.Connection, js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:
+    with pytest.raises(errors.MessageNotFoundError):
+        js.direct_get("D", 99)
+    with pytest.raises(errors.MessageNotFoundError):
+        js.direct_get("D", last_by_subj="d.nothing")
+    # The subject-appended form with a payload is a bad request (408), straight from the server.
+    reply = nc.request("$JS.API.DIRECT.GET.D.d.k0", b'{"seq":1}', timeout=5)
+    assert reply.status == 408
+    js.add_stream(name="NODIRECT", subjects=["nodirect"])
+    start = time.monotonic()
+    with pytest.raises(errors.DirectGetDisabledError, match="allow_direct"):
+        js.direct_get("NODIRECT", 1)
+    assert time.monotonic() - start < 2  # an answer, not a wait for a timeout
+    with pytest.raises(errors.StreamNotFoundError):
+        js.direct_get("MISSING", 1)
+    with pytest.raises(jsclient.InvalidArgumentError):
+        js.direct_get("D")
+    with pytest.raises(jsclient.InvalidArgumentError):
+        js.direct_get("D", 1, last_by_subj="d.k0")
+
+
+def test_batch_from_the_middle_ends_at_eob(js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:
+    batch = js.direct_get_batch("D", "d.>", batch=3, seq=3)
+    got = [m.seq for m in batch]
+    assert got == [3, 4, 5]
+    assert batch.num_pending == 2 and batch.last_sequence == 5
+    rest = js.direct_get_batch("D", "d.>", batch=10, seq=6)
+    assert [m.seq for m in rest] == [6, 7] and rest.num_pending == 0
+    filtered = js.direct_get_batch("D", "d.k1", batch=10)
+    assert [m.data for m in filtered] == [b"v1", b"v1-new"]
+    assert list(js.direct_get_batch("D", "d.none", batch=5)) == []
+
+
+def test_batch_max_bytes(js: jsclient.JetStream) -> None:
+    js.add_stream(name="BYTES", subjects=["b"], allow_direct=True)
+    for _ in range(10):
+        js.publish("b", b"x" * 1000)
+    got = list(js.direct_get_batch("BYTES", "b", batch=10, max_bytes=3500))
+    assert 1 <= len(got) < 10
+
+
+def test_multi_last_up_to_seq_and_continuation(js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:
+    now = {m.subject: m.data for m in js.direct_get_last_for_subjects("D", ["d.>"])}
+    assert now == {"d.k0": b"v0-new", "d.k1": b"v1-new", "d.k2": b"v2", "d.k3": b"v3", "d.k4": b"v4"}
+    as_of_5 = {m.subject: m.data for m in js.direct_get_last_for_subjects("D", ["d.>"], up_to_seq=5)}
+    assert as_of_5 == {f"d.k{i}": b"v%d" % i for i in range(5)}
+    # Small batches: continued across EOBs, pinned to the first batch's point in time.
+    reader = js.direct_get_last_for_subjects("D", ["d.k0", "d.k1", "d.k2", "d.k3"], batch=1)
+    first = next(iter_ := iter(reader))
+    js.publish("d.k3", b"v3-too-late")  # after the read began: must not appear
+    got = [first, *iter_]
+    assert {m.subject: m.data for m in got} == {"d.k0": b"v0-new", "d.k1": b"v1-new", "d.k2": b"v2", "d.k3": b"v3"}
+    assert reader.up_to_sequence == 7
+
+
+def test_more_than_1024_subjects_is_413(js: jsclient.JetStream) -> None:
+    js.add_stream(name="MANY", subjects=["many.>"], allow_direct=True)
+    for i in range(1100):
+        js.publish_async(f"many.{i}", b"")
+    js.publish_async_completed(timeout=30)
+    with pytest.raises(errors.TooManySubjectsError):
+        list(js.direct_get_last_for_subjects("MANY", ["many.>"]))
+
+
+def test_old_server_without_batch_support_is_detected(server: NatsServer) -> None:
+    """A proxy strips Nats-Num-Pending, as a pre-2.11 server would answer (a real one cannot be asked to)."""
+
+    def strip(frame: bytes) -> bytes:
+        if frame.startswith(b"HMSG") and b"Nats-Num-Pending" in frame:
+            head, _, rest = frame.partition(b"\r\n")
+            parts = head.split()
+            hlen, total = int(parts[-2]), int(parts[-1])
+            header, payload = rest[:hlen], rest[hlen:total]
+            lines = [ln for ln in header.split(b"\r\n") if not ln.startswith(b"Nats-Num-Pending")]
+            header = b"\r\n".join(lines)
+            parts[-2], parts[-1] = b"%d" % len(header), b"%d" % (len(header) + len(payload))
+            return b" ".join(parts) + b"\r\n" + header + payload + b"\r\n"
+        return frame
+
+    with FrameProxy(server.host_port, strip) as proxy, jsclient.connect(proxy.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="OLD", subjects=["old"], allow_direct=True)
+        for i in range(5):
+            js.publish("old", b"%d" % i)
+        got = list(js.direct_get_batch("OLD", "old", batch=5))
+        assert [m.data for m in got] == [b"0"]
+        js.delete_stream("OLD")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2026-11-21T20:13:00.820235495Z", dt.datetime(2026, 11, 21, 20, 13, 0, 820235, tzinfo=dt.UTC)),
+        ("2022-08-06 00:29:27.587861324 +0000 UTC", dt.datetime(2022, 8, 6, 0, 29, 27, 587861, tzinfo=dt.UTC)),
+        ("2024-01-01T00:00:00Z", dt.datetime(2024, 1, 1, tzinfo=dt.UTC)),
+    ],
+)
+def test_timestamp_forms(text: str, expected: dt.datetime) -> None:
+    assert parse_timestamp(text) == expected
+
+
+# -- key-value --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kv(js: jsclient.JetStream) -> jsclient.KeyValue:
+    return js.create_key_value("cfg", history=10)
+
+
+def test_kv_semantics(kv: jsclient.KeyValue) -> None:
+    r1 = kv.put("app.name", b"one")
+    assert kv.get("app.name").value == b"one" and kv.get("app.name").revision == r1
+    with pytest.raises(errors.KeyExistsError):
+        kv.create("app.name", b"again")
+    r2 = kv.update("app.name", b"two", last=r1)
+    with pytest.raises(errors.KeyWrongRevisionError):
+        kv.update("app.name", b"stale", last=r1)
+    assert kv.get("app.name", revision=r1).value == b"one"
+    kv.delete("app.name")
+    with pytest.raises(errors.KeyDeletedError):
+        kv.get("app.name")
+    r4 = kv.create("app.name", b"reborn")  # delete then create succeeds
+    assert r4 > r2 and kv.get("app.name").value == b"reborn"
+    history = kv.history("app.name")
+    assert [(e.value, e.operation) for e in history] == [
+        (b"one", "PUT"), (b"two", "PUT"), (b"", "DEL"), (b"reborn", "PUT"),
+    ]
+    kv.purge("app.name")
+    assert [e.operation for e in kv.history("app.name")] == ["PURGE"]  # one marker left
+    with pytest.raises(errors.KeyNotFoundError):
+        kv.get("never.set")
+
+
+def test_kv_keys_and_status(kv: jsclient.KeyValue) -> None:
+    for key in ("a", "b.x", "b.y"):
+        kv.put(key, b"v")
+    kv.delete("a")
+    assert sorted(kv.keys()) == ["b.x", "b.y"]
+    assert sorted(kv.keys("b.*")) == ["b.x", "b.y"]
+    status = kv.status()
+    assert status.bucket == "cfg" and status.history == 10 and status.values == 4
+
+
+def test_kv_watch_sees_puts_and_deletes_in_order(kv: jsclient.KeyValue) -> None:
+    kv.put("w.1", b"before")
+    watcher = kv.watch("w.>")
+    first = watcher.next(timeout=5)
+    assert first is not None and first.key == "w.1" and first.value == b"before"
+    assert watcher.next(timeout=5) is None  # end of initial values
+    kv.put("w.2", b"x")
+    kv.delete("w.1")
+    kv.put("w.2", b"y")
+    seen = [watcher.next(timeout=5) for _ in range(3)]
+    assert [(e.key, e.operation, e.value) for e in seen if e] == [
+        ("w.2", "PUT", b"x"), ("w.1", "DEL", b""), ("w.2", "PUT", b"y"),
+    ]
+    watcher.stop()
+
+
+def test_kv_watch_empty_bucket_marker_first(kv: jsclient.KeyValue) -> None:
+    with kv.watch(ignore_deletes=True) as watcher:
+        assert watcher.next(timeout=5) is None
+        kv.put("late", b"1")
+        entry = watcher.next(timeout=5)
+        assert entry is not None and entry.key == "late"
+
+
+@pytest.mark.parametrize("key", ["", "has space", "a..b", ".a", "a.", "a*", "a>", "_kvinternal", "ünïcode"])
+def test_kv_key_validation(kv: jsclient.KeyValue, key: str) -> None:
+    with pytest.raises(jsclient.InvalidArgumentError):
+        kv.put(key, b"x")
+
+
+@pytest.mark.parametrize("bucket", ["", "a.b", "a b", "a*"])
+def test_bucket_validation(js: jsclient.JetStream, bucket: str) -> None:
+    with pytest.raises(jsclient.InvalidArgumentError):
+        js.create_key_value(bucket)
+
+
+def test_bucket_lookup(js: jsclient.JetStream) -> None:
+    with pytest.raises(errors.BucketNotFoundError):
+        js.key_value("absent")
+    js.create_key_value("present")
+    assert js.key_value("present").bucket == "present"
+    assert js.delete_key_value("present") is True
+
+
+def test_kv_interop_with_nats_py(server: NatsServer, js: jsclient.JetStream) -> None:
+    import nats
+
+    kv = js.create_key_value("shared", history=5)
+    kv.put("from.jsclient", b"hello peer")
+
+    async def peer() -> bytes:
+        nc = await nats.connect(server.url)
+        pkv = await nc.jetstream().key_value("shared")
+        await pkv.put("from.natspy", b"hello jsclient")
+        entry = await pkv.get("from.jsclient")
+        await nc.close()
+        return entry.value
+
+    assert asyncio.run(peer()) == b"hello peer"
+    assert kv.get("from.natspy").value == b"hello jsclient"
+    assert sorted(kv.keys()) == ["from.jsclient", "from.natspy"]
+
+
+def test_bucket_made_by_nats_py_is_read_by_jsclient(server: NatsServer, js: jsclient.JetStream) -> None:
+    import nats
+
+    async def make() -> None:
+        nc = await nats.connect(server.url)
+        pjs = nc.jetstream()
+        pkv = await pjs.create_key_value(bucket="peerbucket", history=3)
+        await pkv.put("k", b"v1")
+        await pkv.put("k", b"v2")
+        await nc.close()
+
+    asyncio.run(make())
+    kv = js.key_value("peerbucket")
+    assert kv.get("k").value == b"v2"
+    assert [e.value for e in kv.history("k")] == [b"v1", b"v2"]
