@@ -162,16 +162,23 @@ class _Waiter:
 
 
 class _AsyncReply:
-    """An async request in flight: its future, its subject (for error texts) and
-    an optional decoder that turns the reply into the future's result (it runs
-    on the events thread and may raise)."""
+    """An async request in flight: its future, its subject (for error texts), an
+    optional decoder that turns the reply into the future's result, and an
+    optional hook told when it settles (both run on the events thread)."""
 
-    __slots__ = ("decode", "future", "subject")
+    __slots__ = ("decode", "future", "on_settle", "subject")
 
-    def __init__(self, future: Future[Any], subject: str, decode: Callable[[Msg], Any] | None) -> None:
+    def __init__(
+        self,
+        future: Future[Any],
+        subject: str,
+        decode: Callable[[Msg], Any] | None,
+        on_settle: Callable[[], None] | None,
+    ) -> None:
         self.future = future
         self.subject = subject
         self.decode = decode
+        self.on_settle = on_settle
 
 
 class _Link:
@@ -336,6 +343,9 @@ class Connection:
         self._closed_event = threading.Event()
         self._timers = Scheduler()
         self._watchdog_scheduler: Scheduler | None = None
+        self._deadlines: dict[float, deque[tuple[float, str]]] = {}
+        self._deadline_lock = threading.Lock()
+        self._sweeping = False
         weakref.finalize(self, _finalize, self._io, self._timers)
 
     # -- properties ----------------------------------------------------------
@@ -968,7 +978,7 @@ class Connection:
         after ``timeout``, or ConnectionClosedError.  Its done-callbacks run on
         the connection's events thread, never on the reader.
         """
-        return self._request_async(subject, payload, timeout, headers, None)
+        return self._request_async(subject, payload, timeout, headers, None, None)
 
     def _request_async(
         self,
@@ -977,6 +987,7 @@ class Connection:
         timeout: float,
         headers: HeadersInput | None,
         decode: Callable[[Msg], Any] | None,
+        on_settle: Callable[[], None] | None,
     ) -> Future[Any]:
         _check_timeout(timeout)
         if type(payload) is not bytes:
@@ -984,21 +995,50 @@ class Connection:
         prefix = self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
         fut: Future[Any] = Future()
-        self._resp_waiters[token] = _AsyncReply(fut, subject, decode)
+        self._resp_waiters[token] = _AsyncReply(fut, subject, decode, on_settle)
         try:
-            self._publish_full(subject, payload, prefix + token, headers, True)
+            # Left to the flusher: many async requests leave in one write.
+            self._publish_full(subject, payload, prefix + token, headers, False)
         except BaseException:
             self._resp_waiters.pop(token, None)
             raise
-        self._timers.call_later(timeout, lambda: self._expire_request(token, subject, timeout))
+        self._track_deadline(timeout, token)
         return fut
 
-    def _expire_request(self, token: str, subject: str, timeout: float) -> None:
-        """Timer thread: a request_async deadline passed."""
-        pending = self._resp_waiters.pop(token, None)
-        if isinstance(pending, _AsyncReply):
-            error = TimeoutError(f"request to {subject!r}: no response within {timeout} s")
-            self._events.put(lambda: _settle(pending.future, error=error))
+    def _track_deadline(self, timeout: float, token: str) -> None:
+        """Async deadlines sit in FIFO queues, one per timeout value, swept by one timer."""
+        queue_ = self._deadlines.get(timeout)
+        if queue_ is None:
+            queue_ = self._deadlines.setdefault(timeout, deque())
+        queue_.append((time.monotonic() + timeout, token))
+        if not self._sweeping:
+            with self._deadline_lock:
+                if not self._sweeping:
+                    self._sweeping = True
+                    self._timers.call_later(timeout, self._sweep_deadlines)
+
+    def _sweep_deadlines(self) -> None:
+        """Timer thread: fail the async requests whose deadline passed; reschedule while any remain."""
+        now = time.monotonic()
+        expired: list[tuple[_AsyncReply, float]] = []
+        next_due: float | None = None
+        for timeout, queue_ in list(self._deadlines.items()):
+            while queue_ and queue_[0][0] <= now:
+                _, token = queue_.popleft()
+                pending = self._resp_waiters.pop(token, None)
+                if isinstance(pending, _AsyncReply):
+                    expired.append((pending, timeout))
+            if queue_:
+                due = queue_[0][0]
+                next_due = due if next_due is None else min(next_due, due)
+        if expired:
+            self._events.put(functools.partial(_settle_timeouts, expired))
+        with self._deadline_lock:
+            if next_due is None and not any(self._deadlines.values()):
+                self._sweeping = False
+                return
+        delay = 0.02 if next_due is None else max(0.02, next_due - time.monotonic())
+        self._timers.call_later(delay, self._sweep_deadlines)
 
     @property
     def _watchdog(self) -> Scheduler:
@@ -1333,7 +1373,7 @@ class Connection:
             if isinstance(pending, _Waiter):
                 pending.fill(error=closed)
             elif pending is not None:
-                self._events.put(functools.partial(_settle, pending.future, error=closed))
+                self._events.put(functools.partial(_settle_one, pending, None, closed))
         with self._sub_lock:
             subs = list(self._subs.values())
             self._subs.clear()
@@ -1453,11 +1493,19 @@ def _events_main(events: queue.SimpleQueue[Callable[[], None] | None]) -> None:
 
 def _settle(fut: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
     """Resolve a future unless the user cancelled it.  Events thread only."""
-    with contextlib.suppress(InvalidStateError):  # cancelled by the user
+    try:
         if error is not None:
             fut.set_exception(error)
         else:
             fut.set_result(result)
+    except InvalidStateError:  # cancelled by the user
+        pass
+
+
+def _settle_one(pending: _AsyncReply, result: Any, error: BaseException | None) -> None:
+    if pending.on_settle is not None:
+        pending.on_settle()
+    _settle(pending.future, result, error)
 
 
 def _settle_replies(settled: list[tuple[_AsyncReply, Msg]]) -> None:
@@ -1466,13 +1514,18 @@ def _settle_replies(settled: list[tuple[_AsyncReply, Msg]]) -> None:
             try:
                 result = pending.decode(msg)
             except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
-                _settle(pending.future, error=exc)
+                _settle_one(pending, None, exc)
             else:
-                _settle(pending.future, result)
+                _settle_one(pending, result, None)
         elif not msg.data and status_of(msg.header) == 503:
-            _settle(pending.future, error=NoRespondersError(f"no responders for request to {pending.subject!r}"))
+            _settle_one(pending, None, NoRespondersError(f"no responders for request to {pending.subject!r}"))
         else:
-            _settle(pending.future, msg)
+            _settle_one(pending, msg, None)
+
+
+def _settle_timeouts(expired: list[tuple[_AsyncReply, float]]) -> None:
+    for pending, timeout in expired:
+        _settle_one(pending, None, TimeoutError(f"request to {pending.subject!r}: no response within {timeout} s"))
 
 
 def _check_timeout(timeout: Any) -> None:

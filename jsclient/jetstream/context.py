@@ -87,7 +87,9 @@ class JetStream:
         self.timeout = float(timeout)
         self.publish_async_max_pending = publish_async_max_pending
         self._pending = 0
-        self._pending_cond = threading.Condition(threading.Lock())
+        self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 4)
+        self._pending_lock = threading.Lock()
+        self._pending_cond = threading.Condition(self._pending_lock)
 
     def __repr__(self) -> str:
         return f"<JetStream prefix={self.prefix!r} on {self.conn!r}>"
@@ -502,14 +504,17 @@ class JetStream:
         """Publish without waiting: a Future resolved with the PubAck, an API error or a timeout.
 
         Blocks (up to ``timeout``) while ``publish_async_max_pending`` acks are
-        outstanding.  Every future resolves; none hangs.
+        outstanding, resuming once a quarter of them have settled.  Every
+        future resolves; none hangs.
         """
         hdrs = _publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
         )
         wait = timeout or self.timeout
         cond = self._pending_cond
-        with cond:
+        lock = self._pending_lock
+        lock.acquire()
+        try:
             if self._pending >= self.publish_async_max_pending and not cond.wait_for(
                 lambda: self._pending < self.publish_async_max_pending, wait
             ):
@@ -518,18 +523,21 @@ class JetStream:
                     f"(publish_async_max_pending={self.publish_async_max_pending})"
                 )
             self._pending += 1
+        finally:
+            lock.release()
         try:
-            fut: Future[PubAck] = self.conn._request_async(subject, payload, wait, hdrs, _decode_async_ack)
+            return self.conn._request_async(subject, payload, wait, hdrs, _decode_async_ack, self._release_pending)
         except BaseException:
-            self._release_pending(None)
+            self._release_pending()
             raise
-        fut.add_done_callback(self._release_pending)
-        return fut
 
-    def _release_pending(self, _: Future[PubAck] | None) -> None:
-        with self._pending_cond:
+    def _release_pending(self) -> None:
+        """Events thread (or a failed publish): one async publish settled."""
+        with self._pending_lock:
             self._pending -= 1
-            if self._pending < self.publish_async_max_pending:
+            # A full window wakes its publisher only once a quarter has drained (or all of it):
+            # waking it for every single ack would cost a thread switch per message.
+            if self._pending <= self._resume_at or self._pending == 0:
                 self._pending_cond.notify_all()
 
     @property

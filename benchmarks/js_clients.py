@@ -1,0 +1,220 @@
+"""JetStream measurements, one per process: ``python -m benchmarks.js_clients <client> <row> <url> <n>``.
+
+Prints ``{"rate": ...}`` (operations per second; for ``watchdog``, percent of
+one core).  The runner fills the shared streams first (BSRC, BPULL, BORD and
+the bucket ``bench``); rows only read them, except the publish rows, which
+create and delete a memory stream of their own.  pynats2 has no JetStream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+PAYLOAD = b"x" * 128
+KEYS = 1000
+
+
+def jsclient_row(row: str, url: str, n: int) -> float:
+    import jsclient
+    from jsclient.jetstream.api import ConsumerConfig
+
+    nc = jsclient.connect(url, pending_msgs_limit=2_000_000, pending_bytes_limit=1 << 31)
+    js = nc.jetstream(timeout=30)
+    tag = f"J{os.getpid()}"
+    try:
+        if row in ("js_publish", "js_publish_async"):
+            js.add_stream(name=tag, subjects=[f"bpub.{tag}"], storage="memory")
+            subject = f"bpub.{tag}"
+            start = time.perf_counter()
+            if row == "js_publish":
+                for _ in range(n):
+                    js.publish(subject, PAYLOAD)
+            else:
+                for _ in range(n):
+                    js.publish_async(subject, PAYLOAD)
+                js.publish_async_completed(timeout=300)
+            rate = n / (time.perf_counter() - start)
+            js.delete_stream(tag)
+            return rate
+        if row == "push_ack":
+            sub = js.subscribe("bsrc", config=ConsumerConfig(ack_policy="explicit", max_ack_pending=-1))
+            start = time.perf_counter()
+            for _ in range(n):
+                sub.next_msg(timeout=30).ack()
+            rate = n / (time.perf_counter() - start)
+            sub.unsubscribe()
+            return rate
+        if row in ("fetch_ack", "pull_messages"):
+            psub = js.pull_subscribe("bpull", durable=tag)
+            got = 0
+            start = time.perf_counter()
+            if row == "fetch_ack":
+                while got < n:
+                    for msg in psub.fetch(500, timeout=10):
+                        msg.ack()
+                        got += 1
+            else:
+                stream = psub.messages(batch=500, expires=10)
+                for msg in stream:
+                    msg.ack()
+                    got += 1
+                    if got >= n:
+                        stream.stop()
+                        break
+            rate = got / (time.perf_counter() - start)
+            js.delete_consumer("BPULL", tag)
+            return rate
+        if row == "ordered":
+            osub = js.subscribe("bord", ordered=True, pending_msgs_limit=2_000_000)
+            start = time.perf_counter()
+            for _ in range(n):
+                osub.next_msg(timeout=30)
+            rate = n / (time.perf_counter() - start)
+            osub.unsubscribe()
+            return rate
+        if row == "direct_last":
+            start = time.perf_counter()
+            for i in range(n):
+                js.direct_get("KV_bench", last_by_subj=f"$KV.bench.k{i % KEYS}")
+            return n / (time.perf_counter() - start)
+        if row == "direct_batch":
+            start = time.perf_counter()
+            got = sum(1 for _ in js.direct_get_batch("BPULL", "bpull", batch=n, seq=1))
+            return got / (time.perf_counter() - start)
+        if row == "kv_get":
+            kv = js.key_value("bench")
+            start = time.perf_counter()
+            for i in range(n):
+                kv.get(f"k{i % KEYS}")
+            return n / (time.perf_counter() - start)
+        if row == "watchdog":
+            return watchdog_cost(nc, js, n)
+    finally:
+        nc.close()
+    raise SystemExit(f"unknown row {row}")
+
+
+def watchdog_cost(nc: Any, js: Any, n: int) -> float:
+    """CPU (percent of one core) of a process idling with n heartbeat-monitored subscriptions."""
+    js.add_stream(name="WD", subjects=["wd.>"], storage="memory")
+    subs = [js.subscribe(f"wd.{i}", idle_heartbeat=1.0) for i in range(n)]
+    time.sleep(2.0)  # let every consumer settle into its heartbeat rhythm
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    time.sleep(5.0)
+    cpu = (time.process_time() - cpu0) / (time.perf_counter() - wall0) * 100
+    assert len(subs) == n
+    js.delete_stream("WD")  # takes the consumers with it; closing the connection ends the rest
+    return cpu
+
+
+def natspy_row(row: str, url: str, n: int) -> float:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    async def main() -> float:
+        nc = await nats.connect(url)
+        js = nc.jetstream(timeout=30)
+        tag = f"N{os.getpid()}"
+        try:
+            if row in ("js_publish", "js_publish_async"):
+                await js.add_stream(name=tag, subjects=[f"bpub.{tag}"], storage="memory")
+                subject = f"bpub.{tag}"
+                start = time.perf_counter()
+                if row == "js_publish":
+                    for _ in range(n):
+                        await js.publish(subject, PAYLOAD)
+                else:
+                    for _ in range(n):
+                        await js.publish_async(subject, PAYLOAD)
+                    await js.publish_async_completed()
+                rate = n / (time.perf_counter() - start)
+                await js.delete_stream(tag)
+                return rate
+            if row == "push_ack":
+                sub = await js.subscribe(
+                    "bsrc",
+                    config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=-1),
+                    manual_ack=True,
+                    pending_msgs_limit=2_000_000,
+                )
+                start = time.perf_counter()
+                for _ in range(n):
+                    msg = await sub.next_msg(timeout=30)
+                    await msg.ack()
+                rate = n / (time.perf_counter() - start)
+                await sub.unsubscribe()
+                return rate
+            if row == "fetch_ack":
+                psub = await js.pull_subscribe("bpull", durable=tag)
+                got = 0
+                start = time.perf_counter()
+                while got < n:
+                    for msg in await psub.fetch(500, timeout=10):
+                        await msg.ack()
+                        got += 1
+                rate = got / (time.perf_counter() - start)
+                await js.delete_consumer("BPULL", tag)
+                return rate
+            if row == "ordered":
+                sub = await js.subscribe("bord", ordered_consumer=True, pending_msgs_limit=2_000_000)
+                start = time.perf_counter()
+                for _ in range(n):
+                    await sub.next_msg(timeout=30)
+                rate = n / (time.perf_counter() - start)
+                await sub.unsubscribe()
+                return rate
+            if row == "direct_last":
+                start = time.perf_counter()
+                for i in range(n):
+                    await js.get_msg("KV_bench", subject=f"$KV.bench.k{i % KEYS}", direct=True)
+                return n / (time.perf_counter() - start)
+            if row == "direct_batch":
+                # nats-py has no batched direct get: a loop of single direct gets.
+                start = time.perf_counter()
+                for seq in range(1, n + 1):
+                    await js.get_msg("BPULL", seq=seq, direct=True)
+                return n / (time.perf_counter() - start)
+            if row == "kv_get":
+                kv = await js.key_value("bench")
+                start = time.perf_counter()
+                for i in range(n):
+                    await kv.get(f"k{i % KEYS}")
+                return n / (time.perf_counter() - start)
+        finally:
+            await nc.close()
+        raise SystemExit(f"unsupported row {row} for nats-py")
+
+    return asyncio.run(main())
+
+
+def prepare(url: str, scale: float) -> None:
+    """Fill the shared streams once (memory storage), with jsclient."""
+    import jsclient
+
+    with jsclient.connect(url) as nc:
+        js = nc.jetstream(timeout=30)
+        for name, subject, count in (
+            ("BSRC", "bsrc", 100_000),
+            ("BPULL", "bpull", 200_000),
+            ("BORD", "bord", 500_000),
+        ):
+            count = max(1000, int(count * scale))
+            js.add_stream(name=name, subjects=[subject], storage="memory", allow_direct=True)
+            for _ in range(count):
+                js.publish_async(subject, PAYLOAD)
+            js.publish_async_completed(timeout=600)
+        kv = js.create_key_value("bench", storage="memory")
+        for i in range(KEYS):
+            kv.put(f"k{i}", PAYLOAD)
+
+
+CLIENTS = {"jsclient": jsclient_row, "nats-py": natspy_row}
+
+if __name__ == "__main__":
+    client, row, url, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    print(json.dumps({"rate": CLIENTS[client](row, url, count)}))
