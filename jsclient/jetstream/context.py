@@ -214,8 +214,9 @@ class JetStream:
         seq: int | None = None,
         last_by_subj: str | None = None,
         next_by_subj: str | None = None,
+        start_time: dt.datetime | None = None,
     ) -> StoredMsg:
-        """One stored message via STREAM.MSG.GET: by ``seq``, last by subject, or next from ``seq``."""
+        """One stored message via STREAM.MSG.GET: by ``seq``, last by subject, next from ``seq``, or by time."""
         api.check_name("stream name", stream)
         body: dict[str, Any] = {}
         if seq is not None:
@@ -231,8 +232,15 @@ class JetStream:
             check_subscribe_subject(next_by_subj, "next_by_subj")
             body["next_by_subj"] = next_by_subj
             body.setdefault("seq", 1)
+        if start_time is not None:
+            if seq is not None or last_by_subj is not None:
+                raise InvalidArgumentError("start_time cannot be combined with seq or last_by_subj")
+            if not isinstance(start_time, dt.datetime) or start_time.tzinfo is None:
+                raise InvalidArgumentError(f"start_time must be a timezone-aware datetime, not {start_time!r}")
+            body.pop("seq", None)
+            body["start_time"] = start_time.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
         if not body:
-            raise InvalidArgumentError("get_msg needs seq, last_by_subj or next_by_subj")
+            raise InvalidArgumentError("get_msg needs seq, last_by_subj, next_by_subj or start_time")
         return self._call(f"STREAM.MSG.GET.{stream}", body, api._MsgGetReply).message
 
     def delete_msg(self, stream: str, seq: int, erase: bool = False) -> bool:
