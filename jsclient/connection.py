@@ -50,6 +50,7 @@ import enum
 import functools
 import itertools
 import logging
+import math
 import os
 import queue
 import random
@@ -77,6 +78,7 @@ from tenacity import (
 
 from . import auth
 from ._version import __version__
+from .checks import seconds, whole
 from .errors import (
     AuthorizationError,
     ConnectionClosedError,
@@ -835,8 +837,8 @@ class Connection:
             ("pending_msgs_limit", pending_msgs_limit),
             ("pending_bytes_limit", pending_bytes_limit),
         ):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
+            if value is not None:
+                whole(name, value)
         return self._subscribe(
             subject,
             queue,
@@ -883,8 +885,7 @@ class Connection:
 
     def _unsubscribe(self, sub: Subscription, max_msgs: int | None) -> None:
         if max_msgs is not None:
-            if isinstance(max_msgs, bool) or not isinstance(max_msgs, int) or max_msgs <= 0:
-                raise InvalidArgumentError(f"max_msgs must be a positive int, not {max_msgs!r}")
+            whole("max_msgs", max_msgs)
             if sub.is_closed:
                 raise SubscriptionClosedError(f"subscription on {sub.subject!r} has already ended")
             sub.max_msgs = max_msgs
@@ -1529,7 +1530,5 @@ def _settle_timeouts(expired: list[tuple[_AsyncReply, float]]) -> None:
 
 
 def _check_timeout(timeout: Any) -> None:
-    if type(timeout) is float and timeout > 0:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if type(timeout) is not float or not 0 < timeout < math.inf:
+        seconds("timeout", timeout)

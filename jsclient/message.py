@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .checks import seconds
 from .errors import BadAckSubjectError, InvalidArgumentError
 from .headers import Headers, HeadersInput, parse, status_of
 from .jetstream.metadata import MsgMetadata, is_ack_subject, parse_metadata
@@ -112,9 +113,7 @@ class Msg(MsgEvent):
         if delay is None:
             self._ack(b"-NAK", True)
             return
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
-            raise InvalidArgumentError(f"nak delay must be a number of seconds >= 0, not {delay!r}")
-        self._ack(b'-NAK {"delay":%d}' % int(delay * 1e9), True)
+        self._ack(b'-NAK {"delay":%d}' % int(seconds("nak delay", delay, allow_zero=True) * 1e9), True)
 
     def term(self, reason: str | None = None) -> None:
         """Terminate: never redeliver this message."""

@@ -10,29 +10,15 @@ thread may read it without a lock.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from .checks import seconds, whole
 from .errors import InvalidArgumentError
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
-
-
-def _positive_number(name: str, value: Any, allow_zero: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InvalidArgumentError(f"{name} must be a number, not {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidArgumentError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, not {value!r}")
-
-
-def _positive_int(name: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
 
 
 def mask_url(url: str) -> str:
@@ -137,16 +123,16 @@ class Options:
         ):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgumentError(f"{key} must be a bool, not {getattr(self, key)!r}")
-        _positive_number("connect_timeout", self.connect_timeout)
-        _positive_number("drain_timeout", self.drain_timeout)
-        _positive_int("pending_msgs_limit", self.pending_msgs_limit)
-        _positive_int("pending_bytes_limit", self.pending_bytes_limit)
-        _positive_int("max_pending_size", self.max_pending_size)
-        _positive_int("reconnect_buf_size", self.reconnect_buf_size)
-        _positive_int("max_outstanding_pings", self.max_outstanding_pings)
-        _positive_number("reconnect_time_wait", self.reconnect_time_wait, allow_zero=True)
-        _positive_number("reconnect_jitter", self.reconnect_jitter, allow_zero=True)
-        _positive_number("ping_interval", self.ping_interval)
+        seconds("connect_timeout", self.connect_timeout)
+        seconds("drain_timeout", self.drain_timeout)
+        whole("pending_msgs_limit", self.pending_msgs_limit)
+        whole("pending_bytes_limit", self.pending_bytes_limit)
+        whole("max_pending_size", self.max_pending_size)
+        whole("reconnect_buf_size", self.reconnect_buf_size)
+        whole("max_outstanding_pings", self.max_outstanding_pings)
+        seconds("reconnect_time_wait", self.reconnect_time_wait, allow_zero=True)
+        seconds("reconnect_jitter", self.reconnect_jitter, allow_zero=True)
+        seconds("ping_interval", self.ping_interval)
         attempts = self.max_reconnect_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or (attempts < 0 and attempts != -1):
             raise InvalidArgumentError(f"max_reconnect_attempts must be an int >= 0 or -1, not {attempts!r}")

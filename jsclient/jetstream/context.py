@@ -19,6 +19,7 @@ import msgspec
 from msgspec import UNSET
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from ..checks import seconds, whole
 from ..errors import (
     InvalidArgumentError,
     JetStreamAPIError,
@@ -71,8 +72,7 @@ class JetStream:
             api.check_name("domain", domain)
             prefix = f"$JS.{domain}.API"
         check_publish_subject(prefix, "JetStream API prefix")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        seconds("timeout", timeout)
         if (
             isinstance(publish_async_max_pending, bool)
             or not isinstance(publish_async_max_pending, int)
@@ -203,9 +203,7 @@ class JetStream:
             body["filter"] = subject
         for key, value in (("seq", seq), ("keep", keep)):
             if value is not None:
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise InvalidArgumentError(f"purge_stream: {key} must be an int >= 0, not {value!r}")
-                body[key] = value
+                body[key] = whole(f"purge_stream {key}", value, 0)
         return self._call(f"STREAM.PURGE.{name}", body or None, api._PurgeReply).purged
 
     def get_msg(
@@ -220,9 +218,7 @@ class JetStream:
         api.check_name("stream name", stream)
         body: dict[str, Any] = {}
         if seq is not None:
-            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-                raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
-            body["seq"] = seq
+            body["seq"] = whole("seq", seq)
         if last_by_subj is not None:
             if seq is not None or next_by_subj is not None:
                 raise InvalidArgumentError("last_by_subj cannot be combined with seq or next_by_subj")
@@ -246,9 +242,7 @@ class JetStream:
     def delete_msg(self, stream: str, seq: int, erase: bool = False) -> bool:
         """Delete one message (``erase`` overwrites it on disk)."""
         api.check_name("stream name", stream)
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
-        body: dict[str, Any] = {"seq": seq}
+        body: dict[str, Any] = {"seq": whole("seq", seq)}
         if not erase:
             body["no_erase"] = True
         return self._call(f"STREAM.MSG.DELETE.{stream}", body, api._Success).success
@@ -593,9 +587,7 @@ def _publish_headers(
         ("Nats-Expected-Last-Subject-Sequence", expected_last_subject_seq),
     ):
         if number is not None:
-            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
-                raise InvalidArgumentError(f"{name} must be an int >= 0, not {number!r}")
-            hdrs[name] = str(number)
+            hdrs[name] = str(whole(name, number, 0))
     return hdrs
 
 

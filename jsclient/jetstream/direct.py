@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..checks import whole
 from ..errors import (
     BadRequestError,
     DirectGetDisabledError,
@@ -133,9 +134,7 @@ def direct_get(
     api.check_name("stream", stream)
     body: dict[str, Any] = {}
     if seq is not None:
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
-        body["seq"] = seq
+        body["seq"] = whole("seq", seq)
     if next_by_subj is not None:
         check_subscribe_subject(next_by_subj, "next_by_subj")
         body["next_by_subj"] = next_by_subj
@@ -249,21 +248,15 @@ def direct_get_batch(
 ) -> DirectBatch:
     api.check_name("stream", stream)
     check_subscribe_subject(subject, "subject")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise InvalidArgumentError(f"batch must be an int >= 1, not {batch!r}")
-    body: dict[str, Any] = {"batch": batch, "next_by_subj": subject}
+    body: dict[str, Any] = {"batch": whole("batch", batch), "next_by_subj": subject}
     if seq is not None and start_time is not None:
         raise InvalidArgumentError("seq and start_time are mutually exclusive")
     if start_time is not None:
         body["start_time"] = _rfc3339(start_time, "start_time")
     else:
-        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
-            raise InvalidArgumentError(f"seq must be an int >= 1, not {seq!r}")
-        body["seq"] = seq or 1
+        body["seq"] = 1 if seq is None else whole("seq", seq)
     if max_bytes is not None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-            raise InvalidArgumentError(f"max_bytes must be an int >= 1, not {max_bytes!r}")
-        body["max_bytes"] = max_bytes
+        body["max_bytes"] = whole("max_bytes", max_bytes)
     return DirectBatch(js, stream, body, False, timeout or js.timeout)
 
 
@@ -289,13 +282,9 @@ def direct_get_last_for_subjects(
     if up_to_seq is not None and up_to_time is not None:
         raise InvalidArgumentError("up_to_seq and up_to_time are mutually exclusive")
     if up_to_seq is not None:
-        if isinstance(up_to_seq, bool) or not isinstance(up_to_seq, int) or up_to_seq < 1:
-            raise InvalidArgumentError(f"up_to_seq must be an int >= 1, not {up_to_seq!r}")
-        body["up_to_seq"] = up_to_seq
+        body["up_to_seq"] = whole("up_to_seq", up_to_seq)
     if up_to_time is not None:
         body["up_to_time"] = _rfc3339(up_to_time, "up_to_time")
     if batch is not None:
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise InvalidArgumentError(f"batch must be an int >= 1, not {batch!r}")
-        body["batch"] = batch
+        body["batch"] = whole("batch", batch)
     return DirectBatch(js, stream, body, True, timeout or js.timeout)

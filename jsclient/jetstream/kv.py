@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msgspec import UNSET
 
+from ..checks import seconds, whole
 from ..errors import (
     BucketNotFoundError,
     ConsumerNotFoundError,
@@ -116,8 +117,7 @@ class KeyValue:
             if revision is None:
                 stored = self._read(last_by_subj=subject)
             else:
-                if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
-                    raise InvalidArgumentError(f"revision must be an int >= 1, not {revision!r}")
+                whole("revision", revision)
                 stored = self._read(seq=revision)
                 if stored.subject != subject:
                     raise KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
@@ -166,8 +166,7 @@ class KeyValue:
     def update(self, key: str, value: bytes, last: int) -> int:
         """Set the value only if the key's revision is still ``last``."""
         check_key(key)
-        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
-            raise InvalidArgumentError(f"last must be a revision (int >= 0), not {last!r}")
+        whole("last", last, 0)
         try:
             return self._js.publish(self._prefix + key, value, expected_last_subject_seq=last).seq
         except WrongLastSequenceError as exc:
@@ -333,10 +332,10 @@ def bucket_config(
 ) -> StreamConfig:
     """The standard stream for a bucket (the layout other NATS clients expect)."""
     check_bucket(bucket)
-    if isinstance(history, bool) or not isinstance(history, int) or not 1 <= history <= 64:
+    if whole("history", history) > 64:
         raise InvalidArgumentError(f"history must be 1 to 64, not {history!r}")
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0):
-        raise InvalidArgumentError(f"ttl must be a number of seconds >= 0, not {ttl!r}")
+    if ttl is not None:
+        seconds("ttl", ttl, allow_zero=True)
     duplicate_window = 120.0 if not ttl else min(float(ttl), 120.0)
     fields: dict[str, Any] = {
         "name": f"KV_{bucket}",

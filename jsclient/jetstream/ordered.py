@@ -30,6 +30,7 @@ import msgspec
 from msgspec import UNSET
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from ..checks import seconds
 from ..errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
@@ -88,9 +89,7 @@ def ordered_config(config: ConsumerConfig | None, idle_heartbeat: float | None) 
         raise InvalidArgumentError("an ordered consumer cannot set num_replicas (it is always 1)")
     hb: Any = cfg.idle_heartbeat
     if idle_heartbeat is not None:
-        if isinstance(idle_heartbeat, bool) or not isinstance(idle_heartbeat, (int, float)) or idle_heartbeat <= 0:
-            raise InvalidArgumentError(f"idle_heartbeat must be a positive number of seconds, not {idle_heartbeat!r}")
-        hb = idle_heartbeat
+        hb = seconds("idle_heartbeat", idle_heartbeat)
     fields: dict[str, Any] = {
         "ack_policy": AckPolicy.NONE.value,
         "max_deliver": 1,

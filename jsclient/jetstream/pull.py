@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from msgspec import UNSET
 
+from ..checks import seconds, whole
 from ..errors import (
     ConnectionClosedError,
     ConsumerNotFoundError,
@@ -59,18 +60,6 @@ _PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartb
 
 class _Interrupted(Error):
     """Internal: wakes a blocked take (stop() or a reconnect)."""
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(f"{name} must be an int >= 1, not {value!r}")
-    return value
-
-
-def _positive_seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
-    return float(value)
 
 
 class PullSubscription:
@@ -132,12 +121,12 @@ class PullSubscription:
         heartbeat: float | None = None,
     ) -> list[Msg]:
         """Up to ``batch`` messages within ``timeout``; ``[]`` when none came (not an error)."""
-        _positive_int("batch", batch)
-        timeout = _positive_seconds("timeout", timeout)
+        whole("batch", batch)
+        timeout = seconds("timeout", timeout)
         if max_bytes is not None:
-            _positive_int("max_bytes", max_bytes)
+            whole("max_bytes", max_bytes)
         if heartbeat is not None:
-            heartbeat = _positive_seconds("heartbeat", heartbeat)
+            heartbeat = seconds("heartbeat", heartbeat)
             if heartbeat >= timeout / 2:
                 raise InvalidArgumentError(
                     f"heartbeat ({heartbeat} s) must be less than half the timeout ({timeout} s)"
@@ -247,12 +236,12 @@ class PullSubscription:
         threshold: float = 0.5,
     ) -> MessageStream:
         """A blocking iterator that keeps pull requests outstanding; ``stop()`` ends it."""
-        _positive_int("batch", batch)
-        expires = _positive_seconds("expires", expires)
+        whole("batch", batch)
+        expires = seconds("expires", expires)
         if max_bytes is not None:
-            _positive_int("max_bytes", max_bytes)
+            whole("max_bytes", max_bytes)
         if heartbeat is not None:
-            heartbeat = _positive_seconds("heartbeat", heartbeat)
+            heartbeat = seconds("heartbeat", heartbeat)
             if heartbeat >= expires / 2:
                 raise InvalidArgumentError(f"heartbeat ({heartbeat} s) must be less than half of expires ({expires} s)")
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:

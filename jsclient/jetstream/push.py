@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from msgspec import UNSET
 
+from ..checks import seconds
 from ..errors import (
     ConnectionClosedError,
     ConsumerAlreadyExistsError,
@@ -62,12 +63,6 @@ _WORKFLOW_FIELDS = ("deliver_subject", "deliver_group", "filter_subject", "durab
 
 def _set(value: Any) -> bool:
     return value is not UNSET and value is not None
-
-
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
-    return float(value)
 
 
 def _ack_cseq(reply: str | None) -> tuple[int, int] | None:
@@ -420,7 +415,7 @@ def subscribe(
     user = config if config is not None else ConsumerConfig()
     overrides: dict[str, Any] = {}
     if idle_heartbeat is not None:
-        overrides["idle_heartbeat"] = _seconds("idle_heartbeat", idle_heartbeat)
+        overrides["idle_heartbeat"] = seconds("idle_heartbeat", idle_heartbeat)
     if flow_control:
         overrides["flow_control"] = True
     if overrides:
@@ -436,7 +431,7 @@ def subscribe(
     if heartbeat_alarm is not None:
         if hb is None:
             raise InvalidArgumentError("heartbeat_alarm needs idle_heartbeat")
-        alarm = _seconds("heartbeat_alarm", heartbeat_alarm)
+        alarm = seconds("heartbeat_alarm", heartbeat_alarm)
         if alarm <= hb:
             raise InvalidArgumentError(f"heartbeat_alarm ({alarm} s) must exceed idle_heartbeat ({hb} s)")
     elif hb is not None:

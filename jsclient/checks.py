@@ -1,0 +1,34 @@
+"""Argument checks shared by every public call, so one mistake gets one wording everywhere.
+
+Pure functions, any thread.  Each raises InvalidArgumentError naming the
+argument before anything is sent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import InvalidArgumentError
+
+
+def whole(name: str, value: Any, minimum: int = 1) -> int:
+    """An int (not a bool) no smaller than ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(f"{name} must be an int >= {minimum}, not {value!r}")
+    return value
+
+
+def seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """A finite number of seconds, > 0 (or >= 0 with ``allow_zero``)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or math.isnan(value)
+        or math.isinf(value)
+        or value < 0
+        or (value == 0 and not allow_zero)
+    ):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidArgumentError(f"{name} must be a number of seconds {bound}, not {value!r}")
+    return float(value)
