@@ -86,6 +86,10 @@ class _Struct(msgspec.Struct, kw_only=True, omit_defaults=True):
         return msgspec.to_builtins(self, enc_hook=_enc_hook)  # type: ignore[no-any-return]
 
 
+class _Reply(_Struct, omit_defaults=False):
+    """Base of response models: every field is kept when re-encoded (a zero is information)."""
+
+
 def _as_duration(name: str, value: Any) -> Duration:
     if isinstance(value, Duration):
         return value
@@ -217,12 +221,12 @@ class StreamConfig(_Struct):
     subject_delete_marker_ttl: Duration | UnsetType = UNSET
 
 
-class LostStreamData(_Struct):
+class LostStreamData(_Reply):
     msgs: list[int] | None = None
     bytes: int = 0
 
 
-class StreamState(_Struct):
+class StreamState(_Reply):
     messages: int = 0
     bytes: int = 0
     first_seq: int = 0
@@ -237,7 +241,7 @@ class StreamState(_Struct):
     lost: LostStreamData | None = None
 
 
-class PeerInfo(_Struct):
+class PeerInfo(_Reply):
     _durations: ClassVar[tuple[str, ...]] = ("active",)
     name: str = ""
     current: bool = False
@@ -246,13 +250,13 @@ class PeerInfo(_Struct):
     lag: int = 0
 
 
-class ClusterInfo(_Struct):
+class ClusterInfo(_Reply):
     name: str | None = None
     leader: str | None = None
     replicas: list[PeerInfo] | None = None
 
 
-class StreamSourceInfo(_Struct):
+class StreamSourceInfo(_Reply):
     _durations: ClassVar[tuple[str, ...]] = ("active",)
     name: str = ""
     lag: int = 0
@@ -261,7 +265,7 @@ class StreamSourceInfo(_Struct):
     external: ExternalStream | None = None
 
 
-class StreamInfo(_Struct):
+class StreamInfo(_Reply):
     config: StreamConfig
     state: StreamState = msgspec.field(default_factory=StreamState)
     created: dt.datetime | None = None
@@ -313,13 +317,13 @@ class ConsumerConfig(_Struct):
     metadata: dict[str, str] | UnsetType = UNSET
 
 
-class SequenceInfo(_Struct):
+class SequenceInfo(_Reply):
     consumer_seq: int = 0
     stream_seq: int = 0
     last_active: dt.datetime | None = None
 
 
-class ConsumerInfo(_Struct):
+class ConsumerInfo(_Reply):
     stream_name: str
     name: str
     config: ConsumerConfig
@@ -339,7 +343,7 @@ class ConsumerInfo(_Struct):
 # -- account, acks, messages -----------------------------------------------------
 
 
-class AccountLimits(_Struct):
+class AccountLimits(_Reply):
     max_memory: int = 0
     max_storage: int = 0
     max_streams: int = 0
@@ -350,13 +354,13 @@ class AccountLimits(_Struct):
     max_bytes_required: bool = False
 
 
-class APIStats(_Struct):
+class APIStats(_Reply):
     total: int = 0
     errors: int = 0
     level: int = 0
 
 
-class AccountInfo(_Struct):
+class AccountInfo(_Reply):
     memory: int = 0
     storage: int = 0
     streams: int = 0

@@ -1,0 +1,130 @@
+"""The jsclient command against a real server: outputs, --json, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import jsclient
+from jsclient.cli import EXIT_ERROR, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, main
+from jsclient.server import NatsServer, free_port
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_pub_sub_roundtrip(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    got: list[str] = []
+    th = threading.Thread(
+        target=lambda: got.append(
+            str(main(["sub", "cli.demo", "--server", server.url, "--count", "2", "--json", "--timeout", "5"]))
+        )
+    )
+    th.start()
+    time.sleep(0.5)
+    assert main(["pub", "cli.demo", "hello {n}", "-n", "2", "-H", "K=v", "--server", server.url]) == EXIT_OK
+    th.join(10)
+    out = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [(m["subject"], m["data"], m["headers"]) for m in lines] == [
+        ("cli.demo", "hello 0", {"K": ["v"]}),
+        ("cli.demo", "hello 1", {"K": ["v"]}),
+    ]
+    assert got == ["0"]
+
+
+def test_request_reply(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    th = threading.Thread(target=main, args=(["reply", "cli.svc", "echo:{data}", "--server", server.url, "-n", "1"],))
+    th.start()
+    time.sleep(0.5)
+    code, out, _ = run(capsys, "req", "cli.svc", "ping", "--server", server.url, "--json")
+    th.join(10)
+    assert code == EXIT_OK
+    assert json.loads(out.splitlines()[-1])["data"] == "echo:ping"
+
+
+def test_stream_consumer_and_kv_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    s = ["--server", server.url]
+    assert run(capsys, "stream", "add", "CLI", "--subjects", "clis.>", *s)[0] == EXIT_OK
+    assert main(["pub", "clis.a", "one", *s]) == EXIT_OK
+    assert main(["pub", "clis.b", "two", *s]) == EXIT_OK
+    capsys.readouterr()
+    code, out, _ = run(capsys, "stream", "ls", *s)
+    assert code == EXIT_OK and "CLI" in out and "clis.>" in out
+    code, out, _ = run(capsys, "stream", "info", "CLI", "--json", *s)
+    assert json.loads(out)["state"]["messages"] == 2
+    assert run(capsys, "consumer", "add", "CLI", "work", *s)[0] == EXIT_OK
+    code, out, _ = run(capsys, "consumer", "next", "CLI", "work", "-n", "2", "--json", *s)
+    assert [json.loads(line)["data"] for line in out.splitlines()] == ["one", "two"]
+    code, out, _ = run(capsys, "consumer", "info", "CLI", "work", "--json", *s)
+    assert json.loads(out)["num_ack_pending"] == 0
+    assert run(capsys, "stream", "purge", "CLI", *s)[0] == EXIT_OK
+    assert run(capsys, "stream", "rm", "CLI", *s)[0] == EXIT_OK
+    assert run(capsys, "kv", "add", "clikv", *s)[0] == EXIT_OK
+    assert run(capsys, "kv", "put", "clikv", "color", "blue", *s)[0] == EXIT_OK
+    code, out, _ = run(capsys, "kv", "get", "clikv", "color", *s)
+    assert (code, out.strip()) == (EXIT_OK, "blue")
+    code, out, _ = run(capsys, "kv", "ls", "clikv", "--json", *s)
+    assert json.loads(out) == ["color"]
+    assert run(capsys, "kv", "del", "clikv", "color", *s)[0] == EXIT_OK
+    code, _, err = run(capsys, "kv", "get", "clikv", "color", *s)
+    assert code == EXIT_ERROR and err.count("\n") == 1 and "deleted" in err
+
+
+@pytest.mark.parametrize(
+    "argv, code, fragment",
+    [
+        (["pub", "bad subject", "x"], EXIT_USAGE, "whitespace"),
+        (["sub", "a.>.b"], EXIT_USAGE, "last token"),
+        (["kv", "put", "b", "onlykey"], EXIT_USAGE, "needs a value"),
+        (["stream", "info"], EXIT_USAGE, "needs a name"),
+    ],
+)
+def test_user_mistakes_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], code: int, fragment: str) -> None:
+    got, _, err = run(capsys, *argv)
+    assert got == code
+    assert fragment in err and "Traceback" not in err
+
+
+def test_unreachable_server_and_timeouts(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "req", "x", "y", "--server", f"nats://127.0.0.1:{free_port()}", "--connect-timeout", "0.5")
+    assert code == EXIT_ERROR and "could not connect" in err and err.count("\n") == 1
+    with jsclient.connect(server.url) as nc:
+        nc.subscribe("cli.silent")
+        nc.flush()
+        code, _, err = run(capsys, "req", "cli.silent", "x", "--timeout", "0.3", "--server", server.url)
+    assert code == EXIT_TIMEOUT and "timeout" in err
+    code, _, err = run(capsys, "req", "cli.nobody", "x", "--server", server.url)
+    assert code == EXIT_ERROR and "no responders" in err
+
+
+def test_bench_and_embedded(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--embedded", "bench", "js", "-n", "2000", "--json")
+    result = json.loads(out)
+    assert code == EXIT_OK and result["count"] == 2000 and result["rate"] > 0
+
+
+def test_python_dash_m_and_server_command() -> None:
+    version = subprocess.run([sys.executable, "-m", "jsclient", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("jsclient ")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jsclient", "server", "--port", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert f"127.0.0.1:{port}" in proc.stdout.readline()
+        with jsclient.connect(f"nats://127.0.0.1:{port}") as nc:
+            assert nc.jetstream().account_info().api.level >= 0
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert proc.returncode == 0
