@@ -88,14 +88,17 @@ def test_stream_consumer_and_kv_commands(server: NatsServer, capsys: pytest.Capt
         (["stream", "info"], EXIT_USAGE, "needs a name"),
     ],
 )
-def test_user_mistakes_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], code: int, fragment: str) -> None:
+def test_user_mistakes_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], code: int, fragment: str
+) -> None:
     got, _, err = run(capsys, *argv)
     assert got == code
     assert fragment in err and "Traceback" not in err
 
 
 def test_unreachable_server_and_timeouts(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "req", "x", "y", "--server", f"nats://127.0.0.1:{free_port()}", "--connect-timeout", "0.5")
+    nowhere = f"nats://127.0.0.1:{free_port()}"
+    code, _, err = run(capsys, "req", "x", "y", "--server", nowhere, "--connect-timeout", "0.5")
     assert code == EXIT_ERROR and "could not connect" in err and err.count("\n") == 1
     with jsclient.connect(server.url) as nc:
         nc.subscribe("cli.silent")
