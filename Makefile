@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all test lint unit demo bench clean
+.PHONY: all test lint demo bench bench-spark clean
 
 all: test
 
@@ -29,6 +29,10 @@ demo: $(STAMP)
 ## make bench: jsclient beside nats-py, pynats2 and a raw-socket bound, in one run.
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+## make bench-spark: the jetstream data source against single-process baselines.
+bench-spark: $(STAMP)
+	$(PY) -m benchmarks.spark_bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -122,9 +122,16 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     parser.add_argument("--rows", default="", help="comma-separated row keys (default: all)")
     parser.add_argument("--json", default="", help="also write the results to this file")
+    parser.add_argument("--from-json", default="", help="print the tables of an earlier --json file, measure nothing")
+    parser.add_argument("--rst", action="store_true", help="print the table as reStructuredText (for README.rst)")
     args = parser.parse_args()
     wanted = {r for r in args.rows.split(",") if r}
     rows = [r for r in ROWS + JS_ROWS if not wanted or r.key in wanted]
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        rows = [r for r in rows if r.key in saved["results"]]
+        (print_rst if args.rst else print_table)(rows, saved["results"], saved.get("date"), saved.get("machine"))
+        return
     results: dict[str, dict[str, float | None]] = {}
     with NatsServer(jetstream=True) as server:
         if pinning():
@@ -155,13 +162,50 @@ def main() -> None:
         finally:
             responder.kill()
             responder.wait()
-    print_table(rows, results)
+    (print_rst if args.rst else print_table)(rows, results)
     if args.json:
-        Path(args.json).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "results": results}, indent=2))
+        saved = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "results": results}
+        Path(args.json).write_text(json.dumps(saved, indent=2))
 
 
-def print_table(rows: list[Row], results: dict[str, dict[str, float | None]]) -> None:
-    print(f"\njsclient benchmarks, {time.strftime('%Y-%m-%d')}, {machine()}")
+def _ratio(row: Row, res: dict[str, float | None]) -> float | None:
+    js, py = res.get("jsclient"), res.get("nats-py")
+    return js / py if js and py else None
+
+
+def print_rst(
+    rows: list[Row], results: dict[str, dict[str, float | None]], date: str | None = None, host: str | None = None
+) -> None:
+    print(f"Measured {date or time.strftime('%Y-%m-%d')} on {host or machine()}, medians of 3 runs, by")
+    print("``make bench`` (clients pinned to one core, server and feeders to the other).\n")
+    widths = (48, 12, 12, 12, 12, 8, 8)
+    names = ("row", "jsclient", "nats-py", "pynats2", "raw", "ratio", "target")
+    border = "  ".join("=" * w for w in widths)
+    print(border)
+    print("  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip())
+    print(border)
+    for row in rows:
+        res = results.get(row.key, {})
+        cells = [row.title]
+        for client in ALL:
+            value = res.get(client)
+            if value is None:
+                cells.append("-")
+            elif not row.higher_is_better:
+                cells.append(f"{value:.1f} %")
+            else:
+                cells.append(f"{value:,.0f}")
+        ratio = _ratio(row, res)
+        cells.append(f"{ratio:.2f}x" if ratio else "-")
+        cells.append(f"{row.target:.1f}x" if row.target else "-")
+        print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
+    print(border)
+
+
+def print_table(
+    rows: list[Row], results: dict[str, dict[str, float | None]], date: str | None = None, host: str | None = None
+) -> None:
+    print(f"\njsclient benchmarks, {date or time.strftime('%Y-%m-%d')}, {host or machine()}")
     print("rates are medians; ratio = jsclient / nats-py; raw = pre-encoded frames on a bare socket\n")
     head = f"{'row':<36}{'jsclient':>12}{'nats-py':>12}{'pynats2':>12}{'raw':>12}{'ratio':>8}{'target':>8}  ok"
     print(head)
@@ -175,8 +219,7 @@ def print_table(rows: list[Row], results: dict[str, dict[str, float | None]]) ->
                 cells.append(f"{value:>11.1f}%")
             else:
                 cells.append(f"{value:>12,.0f}" if value else f"{'-':>12}")
-        js, py = res.get("jsclient"), res.get("nats-py")
-        ratio = js / py if js and py else None
+        ratio = _ratio(row, res)
         ratio_s = f"{ratio:>7.2f}x" if ratio else f"{'-':>8}"
         target_s = f"{row.target:>7.1f}x" if row.target else f"{'-':>8}"
         verdict = "" if row.target is None or ratio is None else ("yes" if ratio >= row.target else "NO")

@@ -101,14 +101,18 @@ def jsclient_row(row: str, url: str, n: int) -> float:
 
 def watchdog_cost(nc: Any, js: Any, n: int) -> float:
     """CPU (percent of one core) of a process idling with n heartbeat-monitored subscriptions."""
-    js.add_stream(name="WD", subjects=["wd.>"], storage="memory")
-    subs = [js.subscribe(f"wd.{i}", idle_heartbeat=1.0) for i in range(n)]
+    per_stream = 1000  # the server's limit of consumers per stream
+    streams = [f"WD{k}" for k in range((n + per_stream - 1) // per_stream)]
+    for k, name in enumerate(streams):
+        js.add_stream(name=name, subjects=[f"wd{k}.>"], storage="memory")
+    subs = [js.subscribe(f"wd{i // per_stream}.{i}", idle_heartbeat=1.0) for i in range(n)]
     time.sleep(2.0)  # let every consumer settle into its heartbeat rhythm
     cpu0, wall0 = time.process_time(), time.perf_counter()
     time.sleep(5.0)
     cpu = (time.process_time() - cpu0) / (time.perf_counter() - wall0) * 100
     assert len(subs) == n
-    js.delete_stream("WD")  # takes the consumers with it; closing the connection ends the rest
+    for name in streams:
+        js.delete_stream(name)  # takes the consumers with it; closing the connection ends the rest
     return cpu
 
 

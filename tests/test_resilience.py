@@ -430,3 +430,31 @@ def test_connect_to_nothing_lists_every_server() -> None:
     with pytest.raises(jsclient.NoServersError) as info:
         jsclient.connect(urls, connect_timeout=0.5)
     assert all(u.split("//")[1] in str(info.value) for u in urls)
+
+
+def test_lame_duck_mode_moves_the_client_before_the_server_leaves() -> None:
+    import signal
+
+    events = Events()
+    config = "lame_duck_grace_period: 1s\nlame_duck_duration: 30s"
+    with NatsCluster(3, jetstream=False, config=config) as cluster:
+        nc = connect(cluster.urls[0], events, no_randomize=True)
+        try:
+            deadline = time.monotonic() + 10
+            while len(nc._pool) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            sub = nc.subscribe("ldm.check")
+            nc.flush()
+            leaving = cluster.servers[0]
+            assert leaving.proc is not None
+            leaving.proc.send_signal(signal.SIGUSR2)  # what `nats-server --signal ldm` sends
+            events.wait(lambda: events.reconnected == 1, timeout=10)
+            assert leaving.running, "the client moved only after the server had gone"
+            assert nc.connected_url in (cluster.urls[1], cluster.urls[2])
+            nc.flush()
+            time.sleep(0.2)
+            with jsclient.connect(cluster.urls[2]) as other:
+                other.publish("ldm.check", b"still here")
+            assert sub.next_msg(timeout=5).data == b"still here"
+        finally:
+            nc.close()

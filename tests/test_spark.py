@@ -25,10 +25,13 @@ pyspark_sql = pytest.importorskip("pyspark.sql", reason="install the spark extra
 def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # tests stay on loopback
     session = (
         pyspark_sql.SparkSession.builder.master("local[2,3]")
         .appName("jsclient-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "1g")
         .getOrCreate()
