@@ -446,3 +446,16 @@ def test_unknown_and_error_statuses_are_raised(server: NatsServer) -> None:
             js.delete_stream("ST")
         finally:
             nc.close()
+
+
+def test_drain_reports_a_failed_consumer_delete(server: NatsServer) -> None:
+    log = ErrorLog()
+    with jsclient.connect(server.url, error_cb=log) as conn:
+        ctx = conn.jetstream()
+        ctx.add_stream(name="DRAINFAIL", subjects=["drainfail"])
+        ctx.publish("drainfail", b"x")
+        sub = ctx.subscribe("drainfail", durable="made-here")
+        assert sub.next_msg(timeout=5).data == b"x"
+        ctx.delete_stream("DRAINFAIL")  # the consumer cannot be deleted any more
+        sub.drain(timeout=5)  # does not raise: the failure goes to the error callback
+        log.wait_for(errors.StreamNotFoundError)

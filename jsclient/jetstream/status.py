@@ -96,7 +96,7 @@ def classify(msg: MsgEvent) -> Status:
     if code == 408:
         return Status(Kind.REQUEST_TIMEOUT, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
     if code == 204:
-        return Status(Kind.END_OF_BATCH, code, desc)
+        return Status(Kind.END_OF_BATCH, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
     if code == 409 and "message size exceeds maxbytes" in lowered:
         return Status(Kind.MAX_BYTES, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
     return Status(Kind.ERROR, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
