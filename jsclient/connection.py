@@ -1308,6 +1308,8 @@ class Connection:
             if self._state is not State.CONNECTED:
                 if self._state is State.CLOSED:
                     raise ConnectionClosedError(self._closed_reason())
+                if self._state is State.RECONNECTING:
+                    raise ConnectionClosedError("connection is reconnecting; drain once it is connected, or close it")
                 raise ConnectionClosedError("connection is already draining")
             self._state = State.DRAINING_SUBS
         failure: Exception | None = None
