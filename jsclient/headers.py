@@ -171,24 +171,29 @@ def parse(block: bytes) -> Headers:
     """Parse a raw NATS/1.0 header block (as carried by HMSG)."""
     if not block.startswith(VERSION_LINE):
         raise ProtocolError(f"header block does not start with NATS/1.0: {block[:64]!r}")
-    first_end = block.find(b"\r\n")
+    text = block.decode("utf-8", "replace")  # once per block, not once per line
+    first_end = text.find("\r\n")
     if first_end < 0:
         raise ProtocolError(f"header block has no line end: {block[:64]!r}")
     headers = Headers()
-    rest = block[len(VERSION_LINE) : first_end].strip()
+    rest = text[len(VERSION_LINE) : first_end].strip()
     if rest:
-        code, _, desc = rest.partition(b" ")
+        code, _, desc = rest.partition(" ")
         if len(code) != 3 or not code.isdigit():
             raise ProtocolError(f"bad status in header block: {block[:first_end]!r}")
         headers.status = int(code)
-        headers.description = desc.strip().decode("utf-8", "replace")
+        headers.description = desc.strip()
     hmap = headers._map
-    for raw in block[first_end + 2 :].split(b"\r\n"):
-        if not raw:
+    for line in text[first_end + 2 :].split("\r\n"):
+        if not line:
             continue
-        name, sep, value = raw.partition(b":")
-        if not sep or not name.strip():
-            raise ProtocolError(f"malformed header line: {raw[:64]!r}")
-        key = name.strip().decode("utf-8", "replace")
-        hmap.setdefault(key, []).append(value.strip().decode("utf-8", "replace"))
+        name, sep, value = line.partition(":")
+        name = name.strip()
+        if not sep or not name:
+            raise ProtocolError(f"malformed header line: {line[:64]!r}")
+        values = hmap.get(name)
+        if values is None:
+            hmap[name] = [value.strip()]
+        else:
+            values.append(value.strip())
     return headers

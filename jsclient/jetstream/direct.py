@@ -51,6 +51,12 @@ _GO_TIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))? ([+-]\d{4
 
 def parse_timestamp(text: str) -> dt.datetime:
     """``Nats-Time-Stamp``: RFC 3339 (newer servers) or Go's time.String() form (older ones)."""
+    if len(text) > 20 and text[-1] == "Z" and text[19] == ".":
+        # The common case, e.g. 2026-11-21T20:13:00.820235495Z: keep microseconds.
+        try:
+            return dt.datetime.fromisoformat(f"{text[:20]}{text[20:-1][:6].ljust(6, '0')}+00:00")
+        except ValueError:
+            pass
     m = _GO_TIME.match(text)
     if m:
         date, clock, frac, offset = m.groups()
@@ -74,23 +80,22 @@ class StoredMessage:
     __slots__ = ("data", "headers", "num_pending", "seq", "stream", "subject", "time")
 
     def __init__(self, msg: Msg) -> None:
-        all_headers = parse(msg.header) if msg.header else Headers()
+        headers = parse(msg.header) if msg.header else Headers()
+        fields = headers._map  # delivery headers are moved out of the user's headers, not copied around
         try:
-            self.stream = all_headers["Nats-Stream"]
-            self.subject = all_headers["Nats-Subject"]
-            self.seq = int(all_headers["Nats-Sequence"])
-            self.time = parse_timestamp(all_headers["Nats-Time-Stamp"])
+            self.stream = fields.pop("Nats-Stream")[0]
+            self.subject = fields.pop("Nats-Subject")[0]
+            self.seq = int(fields.pop("Nats-Sequence")[0])
+            self.time = parse_timestamp(fields.pop("Nats-Time-Stamp")[0])
         except (KeyError, ValueError) as exc:
             raise JetStreamAPIError(0, 0, f"direct get reply without its delivery headers ({exc})") from None
-        pending = all_headers.get("Nats-Num-Pending")
+        pending = fields.pop("Nats-Num-Pending", None)
         #: Messages still matching after this one (batched reads only, else None).
-        self.num_pending = int(pending) if pending is not None else None
+        self.num_pending = int(pending[0]) if pending is not None else None
+        for name in ("Nats-Last-Sequence", "Nats-UpTo-Sequence"):
+            fields.pop(name, None)
         self.data = msg.data
-        user = Headers()
-        for name, value in all_headers.multi_items():
-            if name not in DELIVERY_HEADERS:
-                user.add(name, value)
-        self.headers = user
+        self.headers = headers
 
     def __repr__(self) -> str:
         return f"<StoredMessage stream={self.stream!r} seq={self.seq} subject={self.subject!r} data={self.data[:32]!r}>"
