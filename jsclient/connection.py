@@ -202,17 +202,6 @@ class _Link:
         self.kick.set()
 
 
-class _Server:
-    """One entry of the server pool."""
-
-    __slots__ = ("discovered", "failures", "url")
-
-    def __init__(self, url: str, discovered: bool = False) -> None:
-        self.url = url
-        self.discovered = discovered
-        self.failures = 0
-
-
 #: Live connections, so a fork hook can disown their sockets in the child.
 _LIVE: weakref.WeakSet[Connection] = weakref.WeakSet()
 
@@ -295,7 +284,7 @@ class Connection:
         urls = list(options.servers)
         if not options.no_randomize:
             random.shuffle(urls)
-        self._pool = [_Server(url) for url in urls]
+        self._pool: list[str] = urls  # the server pool: given URLs, then discovered ones
         self._reconnect_thread: threading.Thread | None = None
         self._reconnect_hooks: dict[int, Callable[[], None]] = {}
         self._hook_ids = itertools.count(1)
@@ -404,14 +393,14 @@ class Connection:
     def _connect(self) -> None:
         """The first connection: try each server once; auth errors are final at once."""
         errors: list[str] = []
-        for server in list(self._pool):
+        for url in list(self._pool):
             try:
-                link = self._open(server.url)
+                link = self._open(url)
                 break
             except (ServerError, TLSError):
                 raise  # credentials or certificates: retrying another server will not help
             except (OSError, ProtocolError, TimeoutError) as exc:
-                errors.append(f"{mask_url(server.url)}: {exc}")
+                errors.append(f"{mask_url(url)}: {exc}")
         else:
             raise NoServersError("could not connect to any server: " + "; ".join(errors))
         self._events_thread = threading.Thread(
@@ -421,7 +410,7 @@ class Connection:
         self._flusher = threading.Thread(
             target=_flusher_main, args=(weakref.ref(self), self._kick), name="jsclient-flusher", daemon=True
         )
-        self._activate(link, server.url)
+        self._activate(link, url)
         self._flusher.start()
         _LIVE.add(self)
         self._schedule_ping()
@@ -581,13 +570,13 @@ class Connection:
     def _discover(self, urls: list[str]) -> None:
         """Add cluster members announced in INFO to the pool (shuffled unless no_randomize)."""
         scheme = "tls" if self._connected_url and self._connected_url.startswith("tls://") else "nats"
-        known = {urlsplit(srv.url).netloc.rpartition("@")[2] for srv in self._pool}
+        known = {urlsplit(url).netloc.rpartition("@")[2] for url in self._pool}
         fresh = [f"{scheme}://{u}" for u in urls if isinstance(u, str) and u not in known]
         if not fresh:
             return
         if not self.options.no_randomize:
             random.shuffle(fresh)
-        self._pool.extend(_Server(url, discovered=True) for url in fresh)
+        self._pool.extend(fresh)
 
     def _lame_duck(self) -> None:
         """The server announced it is leaving: move to another one before it drops us."""
@@ -1193,24 +1182,22 @@ class Connection:
         if self._now() is not State.RECONNECTING:
             return True
         current = self._connected_url
-        order = [srv for srv in self._pool if srv.url != current] + [srv for srv in self._pool if srv.url == current]
+        order = [url for url in self._pool if url != current] + [url for url in self._pool if url == current]
         auth_failures = 0
-        for server in order:
+        for url in order:
             if self._now() is not State.RECONNECTING:
                 return True
             try:
-                link = self._open(server.url)
+                link = self._open(url)
             except AuthorizationError as exc:
                 auth_failures += 1
                 self._last_error = exc
                 self._report_error(exc)
                 continue
             except (OSError, ProtocolError, TimeoutError, ServerError, TLSError) as exc:
-                server.failures += 1
-                log.debug("jsclient: reconnect to %s failed: %s", mask_url(server.url), exc)
+                log.debug("jsclient: reconnect to %s failed: %s", mask_url(url), exc)
                 continue
-            server.failures = 0
-            self._activate(link, server.url)
+            self._activate(link, url)
             if self._now() is not State.CONNECTED:
                 return True
             self.reconnects += 1

@@ -17,7 +17,6 @@ Pure data and codecs, no I/O, no threads.  Conventions:
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import enum
 import math
@@ -485,10 +484,6 @@ def decode_pub_ack(data: bytes) -> PubAck:
     if not reply.stream:
         raise JetStreamAPIError(0, 0, f"publish ack without a stream: {data[:200]!r}")
     return PubAck(stream=reply.stream, seq=reply.seq, duplicate=reply.duplicate, domain=reply.domain)
-
-
-def b64(data: bytes | None) -> bytes:
-    return base64.b64decode(data) if data else b""
 
 
 # -- validation of requests ------------------------------------------------------
