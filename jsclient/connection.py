@@ -10,9 +10,10 @@ Threads (all daemons, named):
   encoded frames, so many frames leave in one ``sendall``.  When the buffer
   passes ``max_pending_size`` the publishing thread sends it itself (that is
   the back-pressure), and ``request``/``flush`` send at once for latency.
-* ``jsclient-events`` runs user callbacks (error, closed, ...) in order and
-  resolves futures (``request_async``), so no user code ever runs on the
-  reader: a future's done-callbacks run here.
+* ``jsclient-events`` runs user callbacks (error, closed, ...) in order, so
+  no user code ever runs on the reader.  The reader resolves
+  ``request_async`` futures itself (a thread hop per reply costs more than
+  the reply), but their done-callbacks are user code and are passed here.
 * ``jsclient-timer`` (:mod:`jsclient.scheduler`) expires deadlines and sends
   the stale-connection PINGs.
 * ``jsclient-reconnect`` exists while a lost connection is being restored:
@@ -98,6 +99,7 @@ from .errors import (
     TLSError,
     server_error,
 )
+from .futures import ReplyFuture
 from .headers import HeadersInput, status_of
 from .headers import encode as encode_headers
 from .message import Msg
@@ -161,26 +163,6 @@ class _Waiter:
         self.msg = msg
         self.error = error
         self.lock.release()
-
-
-class _AsyncReply:
-    """An async request in flight: its future, its subject (for error texts), an
-    optional decoder that turns the reply into the future's result, and an
-    optional hook told when it settles (both run on the events thread)."""
-
-    __slots__ = ("decode", "future", "on_settle", "subject")
-
-    def __init__(
-        self,
-        future: Future[Any],
-        subject: str,
-        decode: Callable[[Msg], Any] | None,
-        on_settle: Callable[[], None] | None,
-    ) -> None:
-        self.future = future
-        self.subject = subject
-        self.decode = decode
-        self.on_settle = on_settle
 
 
 class _Link:
@@ -318,7 +300,7 @@ class Connection:
         self._resp_lock = threading.Lock()
         self._resp_sid = 0
         self._resp_prefix = ""
-        self._resp_waiters: dict[str, _Waiter | _AsyncReply] = {}
+        self._resp_waiters: dict[str, _Waiter | ReplyFuture[Any]] = {}
         self._resp_tokens = itertools.count(1)
         self._nuid = secrets.token_hex(8)
         self._inbox_seq = itertools.count(1)
@@ -327,7 +309,7 @@ class Connection:
         self.in_bytes = 0
         self.out_msgs = 0
         self.out_bytes = 0
-        self._events: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self._reader: threading.Thread | None = None
         self._flusher: threading.Thread | None = None
         self._events_thread: threading.Thread | None = None
@@ -466,18 +448,19 @@ class Connection:
     def _read_until(self, transport: Transport, parser: Parser, kind: type, timeout: float) -> tuple[Any, list[Any]]:
         """Read until an event of ``kind``; -ERR raises.  Returns it and the events after it."""
         deadline = time.monotonic() + timeout
+        buffer = bytearray(65536)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"server did not complete the handshake within {timeout} s")
             transport.settimeout(remaining)
             try:
-                data = transport.recv(65536)
+                n = transport.recv_into(buffer)
             except builtins.TimeoutError:
                 continue
-            if not data:
+            if not n:
                 raise ProtocolError("server closed the connection during the handshake")
-            events = parser.feed(data)
+            events = parser.feed(memoryview(buffer)[:n])
             for i, ev in enumerate(events):
                 if isinstance(ev, Err):
                     raise server_error(ev.text)
@@ -984,8 +967,8 @@ class Connection:
             payload = _as_bytes(payload)
         prefix = self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
-        fut: Future[Any] = Future()
-        self._resp_waiters[token] = _AsyncReply(fut, subject, decode, on_settle)
+        fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, decode, on_settle)
+        self._resp_waiters[token] = fut
         try:
             # Left to the flusher: many async requests leave in one write.
             self._publish_full(subject, payload, prefix + token, headers, False)
@@ -1010,19 +993,19 @@ class Connection:
     def _sweep_deadlines(self) -> None:
         """Timer thread: fail the async requests whose deadline passed; reschedule while any remain."""
         now = time.monotonic()
-        expired: list[tuple[_AsyncReply, float]] = []
+        expired: list[tuple[ReplyFuture[Any], float]] = []
         next_due: float | None = None
         for timeout, queue_ in list(self._deadlines.items()):
             while queue_ and queue_[0][0] <= now:
                 _, token = queue_.popleft()
                 pending = self._resp_waiters.pop(token, None)
-                if isinstance(pending, _AsyncReply):
+                if isinstance(pending, ReplyFuture):
                     expired.append((pending, timeout))
             if queue_:
                 due = queue_[0][0]
                 next_due = due if next_due is None else min(next_due, due)
         if expired:
-            self._events.put(functools.partial(_settle_timeouts, expired))
+            _settle_timeouts(expired)
         with self._deadline_lock:
             if next_due is None and not any(self._deadlines.values()):
                 self._sweeping = False
@@ -1059,7 +1042,8 @@ class Connection:
         subs = self._subs
         touched: set[Subscription] = set()
         resp_sid = self._resp_sid
-        settled: list[tuple[_AsyncReply, Msg]] = []
+        resp_waiters = self._resp_waiters
+        token_at = len(self._resp_prefix)
         n_in = 0
         bytes_in = 0
         for ev in events:
@@ -1069,7 +1053,13 @@ class Connection:
                 ev._conn = self
                 sid = ev.sid
                 if sid == resp_sid:
-                    self._handle_response(ev, settled)
+                    waiter = resp_waiters.pop(ev.subject[token_at:], None)
+                    if waiter is None:
+                        continue
+                    if isinstance(waiter, _Waiter):
+                        waiter.fill(ev)
+                    else:
+                        _settle_reply(waiter, ev)
                     continue
                 sub = subs.get(sid)
                 if sub is None:
@@ -1098,22 +1088,10 @@ class Connection:
                 self._report_error(err)
         self.in_msgs += n_in
         self.in_bytes += bytes_in
-        if settled:
-            self._events.put(lambda: _settle_replies(settled))
         for sub in touched:
             slow = sub._after_batch()
             if slow is not None:
                 self._report_error(slow)
-
-    def _handle_response(self, msg: Msg, settled: list[tuple[_AsyncReply, Msg]]) -> None:
-        token = msg.subject[len(self._resp_prefix) :]
-        waiter = self._resp_waiters.pop(token, None)
-        if waiter is None:
-            return
-        if isinstance(waiter, _Waiter):
-            waiter.fill(msg)
-        else:
-            settled.append((waiter, msg))
 
     def _append_quiet(self, frame: bytes) -> None:
         with contextlib.suppress(ConnectionClosedError):
@@ -1363,7 +1341,7 @@ class Connection:
             if isinstance(pending, _Waiter):
                 pending.fill(error=closed)
             elif pending is not None:
-                self._events.put(functools.partial(_settle_one, pending, None, closed))
+                _settle(pending, None, closed)
         with self._sub_lock:
             subs = list(self._subs.values())
             self._subs.clear()
@@ -1407,22 +1385,25 @@ def _reader_main(
     ref: weakref.ReferenceType[Connection], transport: Transport, parser: Parser, gen: int
 ) -> None:
     feed = parser.feed
+    buffer = bytearray(RECV_SIZE)
+    view = memoryview(buffer)
+    recv_into = transport.recv_into
     while True:
         try:
-            data = transport.recv(RECV_SIZE)
+            n = recv_into(buffer)
         except (OSError, ssl.SSLError) as exc:
             error: Exception = exc
-            data = b""
+            n = 0
         else:
             error = ConnectionResetError("server closed the connection")
         conn = ref()
         if conn is None:
             return
-        if not data:
+        if not n:
             conn._connection_lost(error, gen)
             return
         try:
-            conn._handle_events(feed(data))
+            conn._handle_events(feed(view[:n]))
         except ProtocolError as exc:
             conn._report_error(exc)
             conn._connection_lost(exc, gen)
@@ -1470,7 +1451,7 @@ def _ping_main(ref: weakref.ReferenceType[Connection]) -> None:
         conn._ping_tick()
 
 
-def _events_main(events: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+def _events_main(events: queue.SimpleQueue[Callable[[], object] | None]) -> None:
     while True:
         fn = events.get()
         if fn is None:
@@ -1481,8 +1462,10 @@ def _events_main(events: queue.SimpleQueue[Callable[[], None] | None]) -> None:
             log.exception("jsclient: exception in a user callback")
 
 
-def _settle(fut: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
-    """Resolve a future unless the user cancelled it.  Events thread only."""
+def _settle(fut: ReplyFuture[Any], result: Any = None, error: BaseException | None = None) -> None:
+    """Tell the future's hook, then resolve it unless the user cancelled it."""
+    if fut.on_settle is not None:
+        fut.on_settle()
     try:
         if error is not None:
             fut.set_exception(error)
@@ -1492,30 +1475,24 @@ def _settle(fut: Future[Any], result: Any = None, error: BaseException | None = 
         pass
 
 
-def _settle_one(pending: _AsyncReply, result: Any, error: BaseException | None) -> None:
-    if pending.on_settle is not None:
-        pending.on_settle()
-    _settle(pending.future, result, error)
-
-
-def _settle_replies(settled: list[tuple[_AsyncReply, Msg]]) -> None:
-    for pending, msg in settled:
-        if pending.decode is not None:
-            try:
-                result = pending.decode(msg)
-            except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
-                _settle_one(pending, None, exc)
-            else:
-                _settle_one(pending, result, None)
-        elif not msg.data and status_of(msg.header) == 503:
-            _settle_one(pending, None, NoRespondersError(f"no responders for request to {pending.subject!r}"))
+def _settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
+    """Reader thread: resolve an async request with its reply (decoded, or as no-responders)."""
+    if fut.decode is not None:
+        try:
+            result = fut.decode(msg)
+        except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
+            _settle(fut, None, exc)
         else:
-            _settle_one(pending, msg, None)
+            _settle(fut, result, None)
+    elif not msg.data and status_of(msg.header) == 503:
+        _settle(fut, None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
+    else:
+        _settle(fut, msg, None)
 
 
-def _settle_timeouts(expired: list[tuple[_AsyncReply, float]]) -> None:
-    for pending, timeout in expired:
-        _settle_one(pending, None, TimeoutError(f"request to {pending.subject!r}: no response within {timeout} s"))
+def _settle_timeouts(expired: list[tuple[ReplyFuture[Any], float]]) -> None:
+    for fut, timeout in expired:
+        _settle(fut, None, TimeoutError(f"request to {fut.subject!r}: no response within {timeout} s"))
 
 
 def _check_timeout(timeout: Any) -> None:

@@ -1,6 +1,7 @@
 """Transports: a TCP socket, or TLS over it, with recv/sendall/close.
 
-Threads: the reader thread calls ``recv``; writers call ``sendall`` (one at
+Threads: the reader thread calls ``recv_into`` (into one buffer it reuses, so
+a read allocates nothing); writers call ``sendall`` (one at
 a time, under the connection's send lock).  A plain socket allows that as is.
 An ``ssl.SSLSocket`` does not promise it (OpenSSL forbids concurrent use of
 one SSL object), so :class:`TLSTransport` drives an ``ssl.SSLObject`` over
@@ -15,7 +16,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import Protocol
+from typing import Protocol, cast
 
 from .errors import TimeoutError
 
@@ -23,7 +24,7 @@ RECV_CHUNK = 256 * 1024
 
 
 class Transport(Protocol):
-    def recv(self, size: int) -> bytes: ...
+    def recv_into(self, buffer: bytearray) -> int: ...
 
     def sendall(self, data: bytes | bytearray) -> None: ...
 
@@ -40,8 +41,8 @@ class PlainTransport:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
 
-    def recv(self, size: int) -> bytes:
-        return self.sock.recv(size)
+    def recv_into(self, buffer: bytearray) -> int:
+        return self.sock.recv_into(buffer)
 
     def sendall(self, data: bytes | bytearray) -> None:
         self.sock.sendall(data)
@@ -66,6 +67,7 @@ class TLSTransport:
         self._out = ssl.MemoryBIO()
         self._obj = context.wrap_bio(self._in, self._out, server_side=False, server_hostname=hostname)
         self._tls_lock = threading.Lock()
+        self._raw = bytearray(RECV_CHUNK)
 
     def handshake(self, timeout: float) -> None:
         """Complete the TLS handshake (raises ssl.SSLError, e.g. on a hostname mismatch)."""
@@ -81,32 +83,37 @@ class TLSTransport:
                 if remaining <= 0:
                     raise TimeoutError(f"TLS handshake did not complete within {timeout} s") from None
                 self.sock.settimeout(remaining)
-                data = self.sock.recv(RECV_CHUNK)
-                if not data:
+                if not self._read_socket():
                     raise ConnectionResetError("server closed the connection during the TLS handshake") from None
-                self._in.write(data)
 
     def _flush_out(self) -> None:
         data = self._out.read()
         if data:
             self.sock.sendall(data)
 
-    def recv(self, size: int) -> bytes:
+    def _read_socket(self) -> bool:
+        """Move what the socket has into the TLS input BIO; False at end of stream."""
+        n = self.sock.recv_into(self._raw)
+        if not n:
+            return False
+        with self._tls_lock:
+            self._in.write(memoryview(self._raw)[:n])
+        return True
+
+    def recv_into(self, buffer: bytearray) -> int:
         while True:
             with self._tls_lock:
                 try:
-                    return self._obj.read(size)
+                    # Given a buffer, read() fills it and returns a count (typeshed says bytes).
+                    return cast(int, self._obj.read(len(buffer), buffer))
                 except ssl.SSLWantReadError:
                     pending_out = self._out.read()
                 except ssl.SSLZeroReturnError:
-                    return b""
+                    return 0
             if pending_out:
                 self.sock.sendall(pending_out)
-            data = self.sock.recv(RECV_CHUNK)
-            if not data:
-                return b""
-            with self._tls_lock:
-                self._in.write(data)
+            if not self._read_socket():
+                return 0
 
     def sendall(self, data: bytes | bytearray) -> None:
         view = memoryview(data)

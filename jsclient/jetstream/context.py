@@ -2,7 +2,8 @@
 
 Runs on the calling (user) thread; every call is a request over the
 connection's shared reply inbox.  ``publish_async`` acks are decoded on the
-connection's events thread.  ``_pending_cond`` guards the count of
+connection's reader thread (library code only; done-callbacks run on its
+events thread).  ``_pending_cond`` guards the count of
 outstanding async publishes (the only mutable state here), so one context
 may be shared by many threads.
 """
@@ -87,6 +88,8 @@ class JetStream:
         self.timeout = float(timeout)
         self.publish_async_max_pending = publish_async_max_pending
         self._pending = 0
+        self._blocked = 0  # publishers waiting for the window to reopen
+        self._settled_hook = self._release_pending  # one bound method, not one per publish
         self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 4)
         self._pending_lock = threading.Lock()
         self._pending_cond = threading.Condition(self._pending_lock)
@@ -517,29 +520,33 @@ class JetStream:
         lock = self._pending_lock
         lock.acquire()
         try:
-            if self._pending >= self.publish_async_max_pending and not cond.wait_for(
-                lambda: self._pending < self.publish_async_max_pending, wait
-            ):
-                raise TimeoutError(
-                    f"publish_async: {self._pending} acks still outstanding after {wait} s "
-                    f"(publish_async_max_pending={self.publish_async_max_pending})"
-                )
+            if self._pending >= self.publish_async_max_pending:
+                self._blocked += 1
+                try:
+                    reopened = cond.wait_for(lambda: self._pending < self.publish_async_max_pending, wait)
+                finally:
+                    self._blocked -= 1
+                if not reopened:
+                    raise TimeoutError(
+                        f"publish_async: {self._pending} acks still outstanding after {wait} s "
+                        f"(publish_async_max_pending={self.publish_async_max_pending})"
+                    )
             self._pending += 1
         finally:
             lock.release()
         try:
-            return self.conn._request_async(subject, payload, wait, hdrs, _decode_async_ack, self._release_pending)
+            return self.conn._request_async(subject, payload, wait, hdrs, _decode_async_ack, self._settled_hook)
         except BaseException:
             self._release_pending()
             raise
 
     def _release_pending(self) -> None:
-        """Events thread (or a failed publish): one async publish settled."""
+        """Reader or timer thread (or a failed publish): one async publish settled."""
         with self._pending_lock:
             self._pending -= 1
-            # A full window wakes its publisher only once a quarter has drained (or all of it):
-            # waking it for every single ack would cost a thread switch per message.
-            if self._pending <= self._resume_at or self._pending == 0:
+            # A full window wakes its publishers only once a quarter has drained (or all of it):
+            # waking them for every single ack would cost a thread switch per message.
+            if self._pending == 0 or (self._blocked and self._pending <= self._resume_at):
                 self._pending_cond.notify_all()
 
     @property
