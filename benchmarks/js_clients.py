@@ -217,7 +217,60 @@ def prepare(url: str, scale: float) -> None:
             kv.put(f"k{i}", PAYLOAD)
 
 
-CLIENTS = {"jsclient": jsclient_row, "nats-py": natspy_row}
+# -- raw socket: the floor for rows with one request in flight ------------------
+
+
+def raw_row(row: str, url: str, n: int) -> float:
+    """Pre-encoded requests on a bare socket, each waiting for its whole reply: no client can beat this."""
+    import socket
+
+    host, _, port = url.split("//", 1)[-1].rpartition(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.recv(65536)  # INFO
+    sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _INBOX.raw.* 1\r\nPING\r\n')
+    buf = b""
+    while b"PONG\r\n" not in buf:
+        buf += sock.recv(65536)
+    try:
+        if row == "js_publish":
+            stream = f"R{os.getpid()}"
+            _raw_request(sock, b"$JS.API.STREAM.CREATE." + stream.encode(),
+                         json.dumps({"name": stream, "subjects": [f"bpub.{stream}"], "storage": "memory"}).encode())
+            frames = [b"PUB bpub.%s _INBOX.raw.1 %d\r\n%s\r\n" % (stream.encode(), len(PAYLOAD), PAYLOAD)]
+        elif row in ("direct_last", "kv_get"):
+            frames = [b"PUB $JS.API.DIRECT.GET.KV_bench.$KV.bench.k%d _INBOX.raw.1 0\r\n\r\n" % i for i in range(KEYS)]
+        else:
+            raise SystemExit(f"unsupported row {row} for raw")
+        start = time.perf_counter()
+        for i in range(n):
+            sock.sendall(frames[i % len(frames)])
+            _raw_reply(sock)
+        rate = n / (time.perf_counter() - start)
+        if row == "js_publish":
+            _raw_request(sock, b"$JS.API.STREAM.DELETE." + stream.encode(), b"")
+        return rate
+    finally:
+        sock.close()
+
+
+def _raw_request(sock: Any, subject: bytes, body: bytes) -> None:
+    sock.sendall(b"PUB %s _INBOX.raw.0 %d\r\n%s\r\n" % (subject, len(body), body))
+    _raw_reply(sock)
+
+
+def _raw_reply(sock: Any) -> None:
+    """Read exactly one MSG or HMSG (the only traffic on this socket)."""
+    buf = b""
+    while b"\r\n" not in buf:
+        buf += sock.recv(65536)
+    line, _, rest = buf.partition(b"\r\n")
+    need = int(line.split()[-1]) + 2
+    while len(rest) < need:
+        rest += sock.recv(65536)
+
+
+CLIENTS = {"jsclient": jsclient_row, "nats-py": natspy_row, "raw": raw_row}
 
 if __name__ == "__main__":
     client, row, url, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

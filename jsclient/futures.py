@@ -5,9 +5,9 @@ A :class:`ReplyFuture` is a ``concurrent.futures.Future`` with two changes:
 * Its done-callbacks are user code, so they are posted to the connection's
   events thread instead of running on whichever thread resolves the future
   (the reader, the timer, or a thread closing the connection).
-* Its condition is a :class:`_OneWaitCondition`: an RLock and one small
-  object instead of a ``threading.Condition`` (an RLock, a dict, a deque and
-  five bound methods).  An async publish keeps its future alive until the ack returns;
+* Its condition is a :class:`_OneWaitCondition`: one RLock instead of a
+  ``threading.Condition`` (an RLock, a dict, a deque and five bound
+  methods).  An async publish keeps its future alive until the ack returns;
   with thousands in flight the garbage collector walks them over and over,
   and with a stock Future those walks took half the CPU of ``publish_async``.
 
@@ -20,6 +20,7 @@ and done-callbacks against it.
 
 from __future__ import annotations
 
+import _thread
 import functools
 import queue
 import threading
@@ -30,30 +31,15 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-class _OneWaitCondition:
-    """A condition variable whose waiter list exists only once someone waits.
+class _OneWaitCondition(_thread.RLock):  # type: ignore[misc]  # typeshed calls it final; CPython allows it
+    """A condition variable that is its own (reentrant) lock.
 
-    Its lock is reentrant because Future takes it again inside itself (the
-    InvalidStateError text calls ``repr``, which locks).
+    Entering, acquiring and releasing are the C lock's own methods; the waiter
+    list exists only once someone waits.  Reentrant because Future locks
+    again inside itself (the InvalidStateError text calls ``repr``).
     """
 
-    __slots__ = ("_lock", "_waiters")
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._waiters: list[threading.Lock] | None = None
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        return self._lock.acquire(blocking, timeout)
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self._lock.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._lock.release()
+    _waiters: list[threading.Lock] | None = None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Called holding the lock; returns holding it, True if notified in time."""
@@ -62,7 +48,7 @@ class _OneWaitCondition:
         if self._waiters is None:
             self._waiters = []
         self._waiters.append(waiter)
-        self._lock.release()
+        self.release()
         woke = False
         try:
             if timeout is None:
@@ -72,7 +58,7 @@ class _OneWaitCondition:
             else:
                 woke = waiter.acquire(False)
         finally:
-            self._lock.acquire()
+            self.acquire()
             if not woke and waiter in self._waiters:
                 self._waiters.remove(waiter)
         return woke
