@@ -233,7 +233,7 @@ def raw_row(row: str, url: str, n: int) -> float:
     while b"PONG\r\n" not in buf:
         buf += sock.recv(65536)
     try:
-        if row == "js_publish":
+        if row in ("js_publish", "js_publish_async"):
             stream = f"R{os.getpid()}"
             _raw_request(sock, b"$JS.API.STREAM.CREATE." + stream.encode(),
                          json.dumps({"name": stream, "subjects": [f"bpub.{stream}"], "storage": "memory"}).encode())
@@ -243,11 +243,14 @@ def raw_row(row: str, url: str, n: int) -> float:
         else:
             raise SystemExit(f"unsupported row {row} for raw")
         start = time.perf_counter()
-        for i in range(n):
-            sock.sendall(frames[i % len(frames)])
-            _raw_reply(sock)
+        if row == "js_publish_async":
+            _raw_window(sock, frames[0], n, 4000)
+        else:
+            for i in range(n):
+                sock.sendall(frames[i % len(frames)])
+                _raw_reply(sock)
         rate = n / (time.perf_counter() - start)
-        if row == "js_publish":
+        if row.startswith("js_publish"):
             _raw_request(sock, b"$JS.API.STREAM.DELETE." + stream.encode(), b"")
         return rate
     finally:
@@ -257,6 +260,26 @@ def raw_row(row: str, url: str, n: int) -> float:
 def _raw_request(sock: Any, subject: bytes, body: bytes) -> None:
     sock.sendall(b"PUB %s _INBOX.raw.0 %d\r\n%s\r\n" % (subject, len(body), body))
     _raw_reply(sock)
+
+
+def _raw_window(sock: Any, frame: bytes, n: int, window: int) -> None:
+    """Keep ``window`` publishes awaiting their acks, topping up as acks arrive.
+
+    Each ack is one MSG: a control line and a payload line, so two CRLFs.
+    """
+    sent = min(window, n)
+    sock.sendall(frame * sent)
+    acked, lines, carry = 0, 0, b""
+    while acked < n:
+        data = carry + sock.recv(262144)
+        carry = b"\r" if data.endswith(b"\r") else b""  # a CRLF split across reads counts next time
+        lines += data.count(b"\r\n")
+        got = lines // 2 - acked
+        acked += got
+        more = min(got, n - sent)
+        if more > 0:
+            sock.sendall(frame * more)
+            sent += more
 
 
 def _raw_reply(sock: Any) -> None:
