@@ -609,6 +609,29 @@ class Connection:
         elif flush_now:
             self._send_soon()
 
+    def _queue_message(self, head: bytes, payload: bytes, n: int) -> bool:
+        """The common case of :meth:`_append` for a message: connected and below back-pressure.
+
+        Returns False (queueing nothing) otherwise; the caller then takes the general path.
+        """
+        lock = self._write_lock
+        lock.acquire()
+        try:
+            buf = self._wbuf
+            if not self._accepting or len(buf) >= self._threshold:
+                return False
+            buf += head
+            buf += payload
+            buf += b"\r\n"
+            self.out_msgs += 1
+            self.out_bytes += n
+            if self._flusher_idle:
+                self._flusher_idle = False
+                self._kick.set()
+            return True
+        finally:
+            lock.release()
+
     def _take_buffer(self) -> tuple[bytearray, int] | None:
         """Under _write_lock: the bytes to send now and the PINGs in them (None: nothing, or offline)."""
         data = self._wbuf
@@ -703,22 +726,8 @@ class Connection:
             except TypeError:  # unhashable: let the check name the problem
                 entry = None
             header = entry[1] if entry is not None and entry[0] == n else self._pub_header(subject, n)
-            lock = self._write_lock
-            lock.acquire()
-            try:
-                buf = self._wbuf
-                if self._accepting and len(buf) < self._threshold:
-                    buf += header
-                    buf += payload
-                    buf += b"\r\n"
-                    self.out_msgs += 1
-                    self.out_bytes += n
-                    if self._flusher_idle:
-                        self._flusher_idle = False
-                        self._kick.set()
-                    return
-            finally:
-                lock.release()
+            if self._queue_message(header, payload, n):
+                return
             if self._forked and self.options.reconnect_after_fork:
                 self._reopen_after_fork()
             self._append(header + payload + b"\r\n", False, n)
@@ -965,13 +974,21 @@ class Connection:
         _check_timeout(timeout)
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
-        prefix = self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
+        reply = (self._resp_prefix or self._ensure_resp_mux()) + token
         fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, decode, on_settle)
         self._resp_waiters[token] = fut
         try:
             # Left to the flusher: many async requests leave in one write.
-            self._publish_full(subject, payload, prefix + token, headers, False)
+            n = len(payload)
+            if not (
+                headers is None
+                and n <= self._max_payload
+                and type(subject) is str
+                and subject in self._pub_headers  # validated before
+                and self._queue_message(b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), n), payload, n)
+            ):
+                self._publish_full(subject, payload, reply, headers, False)
         except BaseException:
             self._resp_waiters.pop(token, None)
             raise
