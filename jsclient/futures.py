@@ -72,8 +72,15 @@ class _OneWaitCondition(_thread.RLock):  # type: ignore[misc]  # typeshed calls 
             waiters.clear()
 
 
-#: The state a new Future starts in (a private constant of concurrent.futures).
-_PENDING = Future()._state
+def _states() -> tuple[str, str]:
+    """The states a Future starts and ends in (private constants of concurrent.futures)."""
+    fut: Future[None] = Future()
+    pending = fut._state
+    fut.set_result(None)
+    return pending, fut._state
+
+
+_PENDING, _FINISHED = _states()
 
 
 class ReplyFuture(Future[T]):
@@ -104,6 +111,34 @@ class ReplyFuture(Future[T]):
         self.subject = subject
         self.decode = decode
         self.on_settle = on_settle
+
+    # The three below skip Future's general path in the common case: a reply
+    # settling a future nobody waits on yet, and reading a settled one.
+    def _unobserved(self) -> bool:
+        """Under the condition: pending, and no waiter or callback (settling is then two stores)."""
+        cond: _OneWaitCondition = self._condition  # type: ignore[assignment]
+        return self._state is _PENDING and not (self._waiters or cond._waiters or self._done_callbacks)
+
+    def set_result(self, result: T) -> None:
+        with self._condition:
+            if self._unobserved():
+                self._result = result
+                self._state = _FINISHED
+                return
+        super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        with self._condition:
+            if self._unobserved():
+                self._exception = exception
+                self._state = _FINISHED
+                return
+        super().set_exception(exception)
+
+    def result(self, timeout: float | None = None) -> T:
+        if self._state is _FINISHED and self._exception is None:  # final: no lock needed to read it
+            return self._result  # type: ignore[return-value]
+        return super().result(timeout)
 
     def add_done_callback(self, fn: Callable[[Future[T]], object]) -> None:
         post = self._events.put

@@ -369,7 +369,7 @@ class AccountInfo(_Reply):
     domain: str | None = None
 
 
-class PubAck(msgspec.Struct, kw_only=True):
+class PubAck(msgspec.Struct, kw_only=True, gc=False):
     """The server's acknowledgement of a JetStream publish."""
 
     stream: str
