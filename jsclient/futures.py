@@ -114,26 +114,23 @@ class ReplyFuture(Future[T]):
 
     # The three below skip Future's general path in the common case: a reply
     # settling a future nobody waits on yet, and reading a settled one.
-    def _unobserved(self) -> bool:
-        """Under the condition: pending, and no waiter or callback (settling is then two stores)."""
+    def _settle_unobserved(self, field: str, value: object) -> bool:
+        """Pending, with no waiter or callback: settling is two stores.  False: take the general path."""
         cond: _OneWaitCondition = self._condition  # type: ignore[assignment]
-        return self._state is _PENDING and not (self._waiters or cond._waiters or self._done_callbacks)
+        with cond:
+            if self._state is not _PENDING or self._waiters or cond._waiters or self._done_callbacks:
+                return False
+            setattr(self, field, value)
+            self._state = _FINISHED
+            return True
 
     def set_result(self, result: T) -> None:
-        with self._condition:
-            if self._unobserved():
-                self._result = result
-                self._state = _FINISHED
-                return
-        super().set_result(result)
+        if not self._settle_unobserved("_result", result):
+            super().set_result(result)
 
     def set_exception(self, exception: BaseException | None) -> None:
-        with self._condition:
-            if self._unobserved():
-                self._exception = exception
-                self._state = _FINISHED
-                return
-        super().set_exception(exception)
+        if not self._settle_unobserved("_exception", exception):
+            super().set_exception(exception)
 
     def result(self, timeout: float | None = None) -> T:
         if self._state is _FINISHED and self._exception is None:  # final: no lock needed to read it
