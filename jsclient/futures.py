@@ -1,6 +1,6 @@
 """The futures ``request_async`` and ``publish_async`` return.
 
-A :class:`ReplyFuture` is a ``concurrent.futures.Future`` with two changes:
+A :class:`ReplyFuture` is a ``concurrent.futures.Future`` with three changes:
 
 * Its done-callbacks are user code, so they are posted to the connection's
   events thread instead of running on whichever thread resolves the future
@@ -10,6 +10,9 @@ A :class:`ReplyFuture` is a ``concurrent.futures.Future`` with two changes:
   methods).  An async publish keeps its future alive until the ack returns;
   with thousands in flight the garbage collector walks them over and over,
   and with a stock Future those walks took half the CPU of ``publish_async``.
+* Settling a future nobody waits on yet is two stores under its lock, and
+  reading a settled one takes no lock: Future's general path (waiters,
+  notify, callbacks) runs only when there is someone to tell.
 
 Future's own methods (and ``concurrent.futures.wait``/``as_completed``) use
 the condition only through ``with``, ``acquire``, ``release``,
