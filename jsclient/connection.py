@@ -10,6 +10,9 @@ Threads (all daemons, named):
   encoded frames, so many frames leave in one ``sendall``.  When the buffer
   passes ``max_pending_size`` the publishing thread sends it itself (that is
   the back-pressure), and ``request``/``flush`` send at once for latency.
+  While async requests keep coming the flusher polls instead of being woken
+  for each: a thread blocking on one of their futures sends the buffer
+  itself, and otherwise the flusher does within ``DEFERRED_SEND``.
 * ``jsclient-events`` runs user callbacks (error, closed, ...) in order, so
   no user code ever runs on the reader.  The reader resolves
   ``request_async`` futures itself (a thread hop per reply costs more than
@@ -130,6 +133,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("jsclient")
 
 RECV_SIZE = 256 * 1024
+#: Async requests do not wake the flusher while it polls: their sender usually
+#: sends them itself when it waits on a future (a wake-up per batch costs more
+#: than the batch), and otherwise the flusher sends them within this many seconds.
+DEFERRED_SEND = 0.001
 _PREFIX_CACHE_MAX = 4096
 
 ErrorCallback = Callable[[Exception], None]
@@ -279,7 +286,10 @@ class Connection:
         self._sub_lock = threading.Lock()
         self._wbuf = bytearray()
         self._kick = threading.Event()
-        self._flusher_idle = False
+        self._flusher_idle = False  # asleep: an append must kick it (or, if polling, may leave it a moment)
+        self._flusher_polling = False  # asleep for at most DEFERRED_SEND
+        self._deferred = False  # a deferred append happened since the flusher last looked
+        self._send_before_wait = self._send_pending  # one bound method for every future
         self._io = _Link(self._kick)
         self._pongs: deque[_Waiter | None] = deque()
         self._subs: dict[int, Subscription] = {}
@@ -609,10 +619,12 @@ class Connection:
         elif flush_now:
             self._send_soon()
 
-    def _queue_message(self, head: bytes, payload: bytes, n: int) -> bool:
+    def _queue_message(self, head: bytes, payload: bytes, n: int, defer: bool = False) -> bool:
         """The common case of :meth:`_append` for a message: connected and below back-pressure.
 
-        Returns False (queueing nothing) otherwise; the caller then takes the general path.
+        Returns False (queueing nothing) otherwise; the caller then takes the
+        general path.  ``defer`` (async requests): a polling flusher is not
+        woken, see DEFERRED_SEND.
         """
         lock = self._write_lock
         lock.acquire()
@@ -625,7 +637,9 @@ class Connection:
             buf += b"\r\n"
             self.out_msgs += 1
             self.out_bytes += n
-            if self._flusher_idle:
+            if defer and (self._flusher_polling or not self._flusher_idle):
+                self._deferred = True
+            elif self._flusher_idle:
                 self._flusher_idle = False
                 self._kick.set()
             return True
@@ -976,7 +990,7 @@ class Connection:
             payload = _as_bytes(payload)
         token = str(next(self._resp_tokens))
         reply = (self._resp_prefix or self._ensure_resp_mux()) + token
-        fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, decode, on_settle)
+        fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, decode, on_settle, self._send_before_wait)
         self._resp_waiters[token] = fut
         try:
             # Left to the flusher: many async requests leave in one write.
@@ -986,7 +1000,7 @@ class Connection:
                 and n <= self._max_payload
                 and type(subject) is str
                 and subject in self._pub_headers  # validated before
-                and self._queue_message(b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), n), payload, n)
+                and self._queue_message(b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), n), payload, n, True)
             ):
                 self._publish_full(subject, payload, reply, headers, False)
         except BaseException:
@@ -1447,13 +1461,19 @@ def _flusher_main(ref: weakref.ReferenceType[Connection], kick: threading.Event)
                     return
                 taken = conn._take_buffer()
                 if taken is None:
+                    # Poll while async requests keep coming (DEFERRED_SEND), else sleep until kicked.
+                    poll = DEFERRED_SEND if conn._deferred else None
+                    conn._deferred = False
                     conn._flusher_idle = True
+                    conn._flusher_polling = poll is not None
                     kick.clear()
+                else:
+                    conn._flusher_idle = conn._flusher_polling = False
             if taken is not None:
                 conn._sendall(*taken)
                 continue
         del conn
-        kick.wait()
+        kick.wait(poll)
 
 
 def _finalize(link: _Link, timers: Scheduler) -> None:

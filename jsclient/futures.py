@@ -91,10 +91,12 @@ class ReplyFuture(Future[T]):
 
     It also carries what settling it needs: the request subject (for error
     texts), an optional decoder turning the reply into the result, and an
-    optional hook told when it settles (both library code).
+    optional hook told when it settles (both library code); and a hook
+    ``result()`` calls before it blocks (the connection sends what it has
+    buffered, so no thread has to be woken to do it).
     """
 
-    __slots__ = ("_events", "decode", "on_settle", "subject")
+    __slots__ = ("_before_wait", "_events", "decode", "on_settle", "subject")
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class ReplyFuture(Future[T]):
         subject: str,
         decode: Callable[[Any], T] | None = None,
         on_settle: Callable[[], None] | None = None,
+        before_wait: Callable[[], None] | None = None,
     ) -> None:
         # Future.__init__'s fields, without the threading.Condition it would build only to be replaced.
         self._condition = _OneWaitCondition()  # type: ignore[assignment]
@@ -114,6 +117,7 @@ class ReplyFuture(Future[T]):
         self.subject = subject
         self.decode = decode
         self.on_settle = on_settle
+        self._before_wait = before_wait
 
     # The three below skip Future's general path in the common case: a reply
     # settling a future nobody waits on yet, and reading a settled one.
@@ -138,6 +142,8 @@ class ReplyFuture(Future[T]):
     def result(self, timeout: float | None = None) -> T:
         if self._state is _FINISHED and self._exception is None:  # final: no lock needed to read it
             return self._result  # type: ignore[return-value]
+        if self._state is _PENDING and self._before_wait is not None:
+            self._before_wait()  # e.g. send the request now rather than wake a thread for it
         return super().result(timeout)
 
     def add_done_callback(self, fn: Callable[[Future[T]], object]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import threading
 import time
@@ -450,6 +451,24 @@ def test_request_async_many_in_flight(nc: jsclient.Connection) -> None:
     nc.flush()
     futures = [nc.request_async("svc.async", b"%d" % i, timeout=10) for i in range(2000)]
     assert [f.result(timeout=10).data for f in futures] == [b"re:%d" % i for i in range(2000)]
+
+
+def test_request_async_leaves_even_when_nobody_calls_result(nc: jsclient.Connection) -> None:
+    # Async requests may wait for the caller's result() to send them; nobody calls it here:
+    # waves of requests, each waited on only through concurrent.futures.wait, must still go out.
+    nc.subscribe("svc.nowait", cb=lambda m: m.respond(m.data))
+    nc.flush()
+    for wave in range(20):
+        futures = [nc.request_async("svc.nowait", b"%d" % i, timeout=10) for i in range(wave % 4 + 1)]
+        done, not_done = concurrent.futures.wait(futures, timeout=5)
+        assert not not_done, f"wave {wave}: {len(not_done)} request(s) never left"
+        assert sorted(f.result().data for f in done) == sorted(b"%d" % i for i in range(wave % 4 + 1))
+    got: list[jsclient.Msg] = []
+    arrived = threading.Event()
+    nc.request_async("svc.nowait", b"cb", timeout=10).add_done_callback(
+        lambda f: (got.append(f.result()), arrived.set())
+    )
+    assert arrived.wait(5) and got[0].data == b"cb"
 
 
 def test_request_async_errors_resolve_every_future(nc: jsclient.Connection) -> None:

@@ -521,6 +521,11 @@ class JetStream:
         lock.acquire()
         try:
             if self._pending >= self.publish_async_max_pending:
+                lock.release()
+                try:
+                    self.conn._send_pending()  # what the window holds goes now: its acks reopen it
+                finally:
+                    lock.acquire()
                 self._blocked += 1
                 try:
                     reopened = cond.wait_for(lambda: self._pending < self.publish_async_max_pending, wait)
@@ -555,6 +560,7 @@ class JetStream:
 
     def publish_async_completed(self, timeout: float = 10.0) -> None:
         """Wait until every publish_async future has resolved."""
+        self.conn._send_pending()
         with self._pending_cond:
             if not self._pending_cond.wait_for(lambda: self._pending == 0, timeout):
                 raise TimeoutError(f"publish_async_completed: {self._pending} acks still outstanding after {timeout} s")
