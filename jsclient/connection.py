@@ -137,6 +137,10 @@ RECV_SIZE = 256 * 1024
 #: sends them itself when it waits on a future (a wake-up per batch costs more
 #: than the batch), and otherwise the flusher sends them within this many seconds.
 DEFERRED_SEND = 0.001
+#: While async requests are out, their deadlines are swept at least this often
+#: (seconds); a sweep also drops the entries of requests already answered, so
+#: the deadline queues hold about this long's worth, not a whole timeout's.
+SWEEP_EVERY = 0.5
 _PREFIX_CACHE_MAX = 4096
 
 ErrorCallback = Callable[[Exception], None]
@@ -993,7 +997,7 @@ class Connection:
         fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, decode, on_settle, self._send_before_wait)
         self._resp_waiters[token] = fut
         try:
-            # Left to the flusher: many async requests leave in one write.
+            # Not sent here: the waiter or the flusher sends many async requests in one write.
             n = len(payload)
             if not (
                 headers is None
@@ -1019,19 +1023,24 @@ class Connection:
             with self._deadline_lock:
                 if not self._sweeping:
                     self._sweeping = True
-                    self._timers.call_later(timeout, self._sweep_deadlines)
+                    self._timers.call_later(min(timeout, SWEEP_EVERY), self._sweep_deadlines)
 
     def _sweep_deadlines(self) -> None:
-        """Timer thread: fail the async requests whose deadline passed; reschedule while any remain."""
+        """Timer thread: fail the async requests whose deadline passed, forget answered ones; reschedule."""
         now = time.monotonic()
         expired: list[tuple[ReplyFuture[Any], float]] = []
         next_due: float | None = None
+        waiting = self._resp_waiters
         for timeout, queue_ in list(self._deadlines.items()):
-            while queue_ and queue_[0][0] <= now:
-                _, token = queue_.popleft()
-                pending = self._resp_waiters.pop(token, None)
-                if isinstance(pending, ReplyFuture):
-                    expired.append((pending, timeout))
+            while queue_:
+                due, token = queue_[0]
+                if due > now and token in waiting:
+                    break  # the oldest unanswered request is not due yet
+                queue_.popleft()
+                if due <= now:
+                    pending = waiting.pop(token, None)
+                    if isinstance(pending, ReplyFuture):
+                        expired.append((pending, timeout))
             if queue_:
                 due = queue_[0][0]
                 next_due = due if next_due is None else min(next_due, due)
@@ -1041,7 +1050,7 @@ class Connection:
             if next_due is None and not any(self._deadlines.values()):
                 self._sweeping = False
                 return
-        delay = 0.02 if next_due is None else max(0.02, next_due - time.monotonic())
+        delay = 0.02 if next_due is None else max(0.02, min(next_due - time.monotonic(), SWEEP_EVERY))
         self._timers.call_later(delay, self._sweep_deadlines)
 
     @property
