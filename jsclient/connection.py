@@ -986,7 +986,7 @@ class Connection:
         payload: bytes,
         timeout: float,
         headers: HeadersInput | None,
-        decode: Callable[[Msg], Any] | None,
+        decode: Callable[[Msg, str], Any] | None,
         on_settle: Callable[[], None] | None,
     ) -> Future[Any]:
         _check_timeout(timeout)
@@ -1525,7 +1525,7 @@ def _settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
     """Reader thread: resolve an async request with its reply (decoded, or as no-responders)."""
     if fut.decode is not None:
         try:
-            result = fut.decode(msg)
+            result = fut.decode(msg, fut.subject)
         except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
             _settle(fut, None, exc)
         else:

@@ -90,7 +90,7 @@ class ReplyFuture(Future[T]):
     """A future resolved by a connection thread; done-callbacks run on its events thread.
 
     It also carries what settling it needs: the request subject (for error
-    texts), an optional decoder turning the reply into the result, and an
+    texts), an optional decoder turning the reply (and that subject) into the result, and an
     optional hook told when it settles (both library code); and a hook
     ``result()`` calls before it blocks (the connection sends what it has
     buffered, so no thread has to be woken to do it).
@@ -102,7 +102,7 @@ class ReplyFuture(Future[T]):
         self,
         events: queue.SimpleQueue[Callable[[], object] | None],
         subject: str,
-        decode: Callable[[Any], T] | None = None,
+        decode: Callable[[Any, str], T] | None = None,
         on_settle: Callable[[], None] | None = None,
         before_wait: Callable[[], None] | None = None,
     ) -> None:

@@ -201,6 +201,12 @@ def test_publish_without_stream_is_a_clear_error(js: jsclient.JetStream) -> None
     assert time.monotonic() - start < 5
 
 
+def test_publish_async_without_stream_names_the_subject(js: jsclient.JetStream) -> None:
+    fut = js.publish_async("no.stream.async", b"x")
+    with pytest.raises(errors.NoStreamResponseError, match=r"'no\.stream\.async'"):
+        fut.result(timeout=5)
+
+
 def test_publish_option_errors(js: jsclient.JetStream) -> None:
     with pytest.raises(jsclient.InvalidArgumentError, match="Nats-Msg-Id"):
         js.publish("x", b"", msg_id="")

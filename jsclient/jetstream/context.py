@@ -489,9 +489,7 @@ class JetStream:
                     return send()
         except NoRespondersError:
             pass
-        raise NoStreamResponseError(
-            f"no stream answered a publish to {subject!r}: no stream stores that subject, or JetStream is unavailable"
-        )
+        raise _no_stream(subject)
 
     def publish_async(
         self,
@@ -566,12 +564,16 @@ class JetStream:
                 raise TimeoutError(f"publish_async_completed: {self._pending} acks still outstanding after {timeout} s")
 
 
-def _decode_async_ack(msg: Msg) -> PubAck:
+def _no_stream(subject: str) -> NoStreamResponseError:
+    return NoStreamResponseError(
+        f"no stream answered a publish to {subject!r}: no stream stores that subject, or JetStream is unavailable"
+    )
+
+
+def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
+    """The ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
     if not msg.data and status_of(msg.header) == 503:
-        raise NoStreamResponseError(
-            f"no stream answered a publish to {msg.subject!r}: no stream stores that subject, "
-            "or JetStream is unavailable"
-        )
+        raise _no_stream(subject)
     return api.decode_pub_ack(msg.data)
 
 
