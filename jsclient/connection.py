@@ -2,10 +2,13 @@
 
 Threads (all daemons, named):
 
-* ``jsclient-reader`` alone reads the socket and owns the :class:`Parser`.  It
+* ``jsclient-reader`` reads the socket and owns the :class:`Parser`.  It
   routes messages into subscription queues and request waiters, answers
   PINGs, matches PONGs to ``flush`` calls.  It never runs user code and never
-  waits on a user: a full subscription queue drops and counts.
+  waits on a user: a full subscription queue drops and counts.  A thread
+  blocked in ``request()`` or ``flush()`` may take the read side's token and
+  do the same routing itself to read its own reply (see :class:`_ReadSide`):
+  one thread at a time, the same non-blocking code.
 * ``jsclient-flusher`` sends the write buffer.  ``publish`` only appends
   encoded frames, so many frames leave in one ``sendall``.  When the buffer
   passes ``max_pending_size`` the publishing thread sends it itself (that is
@@ -30,6 +33,10 @@ Locks, always taken in this order when nested:
    they were filled even when a user thread sends inline;
 2. ``_write_lock`` guards the write buffer, the PONG waiters, the state and
    the outgoing counters.  Held only for appends, never during I/O.
+
+Above both sits the read side's token (one thread at a time reads and
+parses): it is taken with nothing else held, and its holder may take the
+two above while routing (a PONG, a lost connection), never the reverse.
 
 ``_sub_lock`` (never nested with the two above) guards creating and removing
 subscriptions; the reader looks subscriptions up in a dict without it, which
@@ -59,6 +66,7 @@ import os
 import queue
 import random
 import secrets
+import select
 import ssl
 import threading
 import time
@@ -141,6 +149,10 @@ DEFERRED_SEND = 0.001
 #: (seconds); a sweep also drops the entries of requests already answered, so
 #: the deadline queues hold about this long's worth, not a whole timeout's.
 SWEEP_EVERY = 0.5
+#: After the reader hands a reply to a thread in request(), it leaves the
+#: socket to request() callers (who read their own replies, see _ReadSide)
+#: for as long as one comes back within this many seconds.
+LINGER = 0.002
 _PREFIX_CACHE_MAX = 4096
 
 ErrorCallback = Callable[[Exception], None]
@@ -176,22 +188,63 @@ class _Waiter:
         self.lock.release()
 
 
-class _Link:
-    """The current transport and its generation, shared with the finalizer so it can close it."""
+class _ReadSide:
+    """One transport's receiving end: its parser and buffer, and the token to use them.
 
-    __slots__ = ("gen", "kick", "transport")
+    Whoever holds ``token`` reads the socket and routes what arrives: the
+    reader thread, or a thread waiting in ``request()`` or ``flush()`` on a
+    plain socket.  Such a caller reads its own reply, which spares the
+    hand-off from the reader (a wake-up and a context switch, a good part of
+    a round trip on loopback).  Routing never blocks and runs no user code,
+    so a caller only runs what the reader would have.
+
+    Having answered such a caller, the reader gives the token up and parks
+    while callers keep coming back within LINGER, unless anything else
+    expects messages (subscriptions, async requests): see
+    :meth:`Connection._needs_reader`.  Whoever starts to expect messages
+    while it is parked wakes it through ``wake``.
+    """
+
+    __slots__ = (
+        "buffer", "gen", "last_used", "parked", "parser", "poller", "sock", "token", "transport", "view", "wake"
+    )  # fmt: skip
+
+    def __init__(self, transport: Transport, parser: Parser, gen: int) -> None:
+        self.transport = transport
+        self.parser = parser
+        self.gen = gen
+        self.buffer = bytearray(RECV_SIZE)
+        self.view = memoryview(self.buffer)
+        self.token = threading.Lock()
+        self.wake = threading.Event()
+        self.parked = False
+        self.last_used = 0.0  # monotonic time a caller last gave the token back
+        # Callers read only plain sockets: TLS records need the transport's own buffering.
+        self.sock = transport.sock if type(transport) is PlainTransport else None
+        self.poller = select.poll()
+        if self.sock is not None:
+            self.poller.register(self.sock, select.POLLIN)
+
+
+class _Link:
+    """The current transport, its read side and generation, shared with the finalizer so it can close it."""
+
+    __slots__ = ("gen", "kick", "reading", "transport")
 
     def __init__(self, kick: threading.Event) -> None:
         self.transport: Transport | None = None
+        self.reading: _ReadSide | None = None
         self.gen = 0
         self.kick = kick
 
     def shutdown(self) -> None:
-        transport = self.transport
-        self.transport = None
+        transport, reading = self.transport, self.reading
+        self.transport = self.reading = None
         if transport is not None:
             transport.shutdown()
             transport.close()
+        if reading is not None:
+            reading.wake.set()
         self.kick.set()
 
 
@@ -318,7 +371,7 @@ class Connection:
         self._resp_tokens = itertools.count(1)
         self._nuid = secrets.token_hex(8)
         self._inbox_seq = itertools.count(1)
-        # Counters: "in" written by the reader only, "out" under _write_lock.
+        # Counters: "in" written by the holder of the read token, "out" under _write_lock.
         self.in_msgs = 0
         self.in_bytes = 0
         self.out_msgs = 0
@@ -506,9 +559,10 @@ class Connection:
                 self._sendall(data)
         if rest:
             self._handle_events(rest)
+        side = self._io.reading = _ReadSide(transport, parser, gen)
         self._reader = threading.Thread(
             target=_reader_main,
-            args=(weakref.ref(self), transport, parser, gen),
+            args=(weakref.ref(self), side),
             name="jsclient-reader",
             daemon=True,
         )
@@ -623,12 +677,13 @@ class Connection:
         elif flush_now:
             self._send_soon()
 
-    def _queue_message(self, head: bytes, payload: bytes, n: int, defer: bool = False) -> bool:
+    def _queue_message(self, head: bytes, payload: bytes, n: int, defer: bool = False, sending: bool = False) -> bool:
         """The common case of :meth:`_append` for a message: connected and below back-pressure.
 
         Returns False (queueing nothing) otherwise; the caller then takes the
         general path.  ``defer`` (async requests): a polling flusher is not
-        woken, see DEFERRED_SEND.
+        woken, see DEFERRED_SEND.  ``sending``: the caller sends right after,
+        so the flusher is not woken at all.
         """
         lock = self._write_lock
         lock.acquire()
@@ -641,7 +696,9 @@ class Connection:
             buf += b"\r\n"
             self.out_msgs += 1
             self.out_bytes += n
-            if defer and (self._flusher_polling or not self._flusher_idle):
+            if sending:
+                pass
+            elif defer and (self._flusher_polling or not self._flusher_idle):
                 self._deferred = True
             elif self._flusher_idle:
                 self._flusher_idle = False
@@ -803,7 +860,7 @@ class Connection:
             self._wbuf += PING
             self._wbuf_pings += 1
         self._send_pending()
-        if not waiter.wait(timeout):
+        if not self._await_reply(waiter, timeout):
             raise TimeoutError(f"flush: no PONG from the server within {timeout} s")
         if waiter.error is not None:
             raise waiter.error
@@ -867,6 +924,7 @@ class Connection:
                 self, sid, subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit
             )
             self._subs[sid] = sub
+        self._unpark()
         frame = encode_sub(subject, sid, queue)
         if max_msgs:
             frame += encode_unsub(sid, max_msgs)
@@ -947,13 +1005,13 @@ class Connection:
         _check_timeout(timeout)
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
-        prefix = self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
+        reply = (self._resp_prefix or self._ensure_resp_mux()) + token
         waiter = _Waiter()
         self._resp_waiters[token] = waiter
         try:
-            self._publish_full(subject, payload, prefix + token, headers, True)
-            if not waiter.wait(timeout):
+            self._queue_request(subject, payload, reply, headers, False)
+            if not self._await_reply(waiter, timeout):
                 raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         finally:
             self._resp_waiters.pop(token, None)
@@ -964,6 +1022,65 @@ class Connection:
         if not msg.data and status_of(msg.header) == 503:
             raise NoRespondersError(f"no responders for request to {subject!r}")
         return msg
+
+    def _await_reply(self, waiter: _Waiter, timeout: float) -> bool:
+        """Wait until ``waiter`` is filled, reading the socket for it when nobody else is (see _ReadSide)."""
+        side = self._io.reading
+        if side is None or side.sock is None or not side.token.acquire(blocking=False):
+            return waiter.wait(timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            recv_into = side.sock.recv_into
+            while not waiter.lock.acquire(blocking=False):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return waiter.lock.acquire(blocking=False)
+                if self._io.reading is not side:
+                    break  # the connection was lost: whoever reconnects answers the waiter
+                # In slices: should the socket be closed under us, poll wakes anyway (or by the slice's end).
+                if (
+                    side.poller.poll(min(remaining, 0.1) * 1000.0)
+                    and self._take_read(side, *_recv(recv_into, side.buffer)) is None
+                ):
+                    break
+            else:
+                return True
+        finally:
+            side.last_used = time.monotonic()
+            side.token.release()
+            if side.parked and self._needs_reader():
+                side.wake.set()
+        return waiter.wait(deadline - time.monotonic())
+
+    def _needs_reader(self) -> bool:
+        """Something besides request()/flush() callers expects messages: subscriptions or async requests."""
+        return bool(self._resp_waiters) or len(self._subs) > (self._resp_sid != 0)
+
+    def _unpark(self) -> None:
+        """Bring a parked reader back now: something starts to expect messages."""
+        side = self._io.reading
+        if side is not None and side.parked:
+            side.wake.set()
+
+    def _take_read(self, side: _ReadSide, n: int, error: Exception | None) -> bool | None:
+        """Under the side's token: route ``n`` bytes just read into its buffer.
+
+        Returns whether a request() caller got its reply, or None when the
+        read failed (the loss is handled).
+        """
+        if not n:
+            self._connection_lost(error or ConnectionResetError("server closed the connection"), side.gen)
+            return None
+        try:
+            return self._handle_events(side.parser.feed(side.view[:n]))
+        except ProtocolError as exc:
+            self._report_error(exc)
+            failure: Exception = exc
+        except Exception as exc:
+            log.exception("jsclient reader: unexpected error")
+            failure = exc
+        self._connection_lost(failure, side.gen)
+        return None
 
     def request_async(
         self,
@@ -998,20 +1115,32 @@ class Connection:
         self._resp_waiters[token] = fut
         try:
             # Not sent here: the waiter or the flusher sends many async requests in one write.
-            n = len(payload)
-            if not (
-                headers is None
-                and n <= self._max_payload
-                and type(subject) is str
-                and subject in self._pub_headers  # validated before
-                and self._queue_message(b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), n), payload, n, True)
-            ):
-                self._publish_full(subject, payload, reply, headers, False)
+            self._queue_request(subject, payload, reply, headers, True)
         except BaseException:
             self._resp_waiters.pop(token, None)
             raise
+        self._unpark()
         self._track_deadline(timeout, token)
         return fut
+
+    def _queue_request(
+        self, subject: str, payload: bytes, reply: str, headers: HeadersInput | None, defer: bool
+    ) -> None:
+        """Queue a request, by the short path when its subject was validated before; send it now unless ``defer``."""
+        n = len(payload)
+        if (
+            headers is None
+            and n <= self._max_payload
+            and type(subject) is str
+            and subject in self._pub_headers  # validated before
+            and self._queue_message(
+                b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), n), payload, n, defer, not defer
+            )
+        ):
+            if not defer:
+                self._send_soon()
+        else:
+            self._publish_full(subject, payload, reply, headers, not defer)
 
     def _track_deadline(self, timeout: float, token: str) -> None:
         """Async deadlines sit in FIFO queues, one per timeout value, swept by one timer."""
@@ -1077,8 +1206,12 @@ class Connection:
         )
 
     # -- reader-thread side ------------------------------------------------
-    def _handle_events(self, events: list[Any]) -> None:
-        """Route parsed events.  Runs on the reader thread only."""
+    def _handle_events(self, events: list[Any]) -> bool:
+        """Route parsed events; True when one answered a request() caller.
+
+        Runs on whichever thread holds the read side's token (see _ReadSide).
+        """
+        answered = False
         subs = self._subs
         touched: set[Subscription] = set()
         resp_sid = self._resp_sid
@@ -1098,6 +1231,7 @@ class Connection:
                         continue
                     if isinstance(waiter, _Waiter):
                         waiter.fill(ev)
+                        answered = True
                     else:
                         _settle_reply(waiter, ev)
                     continue
@@ -1132,6 +1266,7 @@ class Connection:
             slow = sub._after_batch()
             if slow is not None:
                 self._report_error(slow)
+        return answered
 
     def _append_quiet(self, frame: bytes) -> None:
         with contextlib.suppress(ConnectionClosedError):
@@ -1157,6 +1292,7 @@ class Connection:
                 self._last_error = exc
             reconnect = self.options.allow_reconnect and self._state is State.CONNECTED and not self._forked
             transport, self._io.transport = self._io.transport, None
+            self._io.reading = None
             if reconnect:
                 self._state = State.RECONNECTING
                 self._threshold = 0
@@ -1275,6 +1411,7 @@ class Connection:
         self._resp_lock = threading.Lock()
         self._accepting = False
         transport, self._io.transport = self._io.transport, None
+        self._io.reading = None
         if transport is not None:
             with contextlib.suppress(OSError):
                 transport.close()  # closes the child's descriptor only; no shutdown
@@ -1421,40 +1558,55 @@ class Connection:
 # -- thread bodies (module level: they hold only a weak reference) -----------
 
 
-def _reader_main(
-    ref: weakref.ReferenceType[Connection], transport: Transport, parser: Parser, gen: int
-) -> None:
-    feed = parser.feed
-    buffer = bytearray(RECV_SIZE)
-    view = memoryview(buffer)
-    recv_into = transport.recv_into
+def _reader_main(ref: weakref.ReferenceType[Connection], side: _ReadSide) -> None:
+    token = side.token
+    recv_into = side.transport.recv_into
+    buffer = side.buffer
     while True:
-        try:
-            n = recv_into(buffer)
-        except (OSError, ssl.SSLError) as exc:
-            error: Exception = exc
-            n = 0
-        else:
-            error = ConnectionResetError("server closed the connection")
-        conn = ref()
-        if conn is None:
-            return
-        if not n:
-            conn._connection_lost(error, gen)
-            return
-        try:
-            conn._handle_events(feed(view[:n]))
-        except ProtocolError as exc:
-            conn._report_error(exc)
-            conn._connection_lost(exc, gen)
-            return
-        except Exception as exc:
-            log.exception("jsclient reader: unexpected error")
-            conn._connection_lost(exc, gen)
-            return
-        if conn._io.gen != gen:
-            return
-        del conn
+        with token:
+            conn = ref()
+            if conn is None or conn._io.reading is not side:
+                return
+            del conn  # no strong reference while blocked in recv: the connection stays collectable
+            n, error = _recv(recv_into, buffer)
+            conn = ref()
+            if conn is None:
+                return
+            answered = conn._take_read(side, n, error)
+            if answered is None or conn._io.reading is not side:
+                return
+            del conn
+        if answered and side.sock is not None:
+            _park(ref, side)
+
+
+def _recv(recv_into: Callable[[bytearray], int], buffer: bytearray) -> tuple[int, Exception | None]:
+    try:
+        return recv_into(buffer), None
+    except (OSError, ssl.SSLError) as exc:
+        return 0, exc
+
+
+def _park(ref: weakref.ReferenceType[Connection], side: _ReadSide) -> None:
+    """Leave the socket to request() callers while one comes back within LINGER (see _ReadSide)."""
+    wake = side.wake
+    side.parked = True  # before the check: whoever starts to need the reader from now on wakes it
+    try:
+        while True:
+            conn = ref()
+            if conn is None or conn._io.reading is not side:
+                return
+            # While a caller holds the token it reads for everyone; else others may be waiting.
+            if not side.token.locked() and conn._needs_reader():
+                return
+            del conn
+            if wake.wait(LINGER):
+                return
+            if not side.token.locked() and time.monotonic() - side.last_used >= LINGER:
+                return
+    finally:
+        side.parked = False
+        wake.clear()
 
 
 def _flusher_main(ref: weakref.ReferenceType[Connection], kick: threading.Event) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -29,8 +31,6 @@ class ErrorLog:
     """Collects what the error callback receives, with a way to wait for it."""
 
     def __init__(self) -> None:
-        import threading
-
         self.errors: list[Exception] = []
         self._cond = threading.Condition()
 
@@ -49,3 +49,25 @@ class ErrorLog:
 @pytest.fixture
 def error_log() -> ErrorLog:
     return ErrorLog()
+
+
+def request_ended_by(nc: jsclient.Connection, subject: str, end: Callable[[], object]) -> BaseException | None:
+    """Start a long request to ``subject`` (nobody answers) on a thread, call ``end``; what the request raised.
+
+    Fails when the request is still waiting 10 s after ``end``.
+    """
+    outcome: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            nc.request(subject, b"x", timeout=30)
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            outcome.append(exc)
+
+    th = threading.Thread(target=ask)
+    th.start()
+    time.sleep(0.3)
+    end()
+    th.join(10)
+    assert not th.is_alive(), f"the request to {subject!r} went on waiting after {end!r}"
+    return outcome[0] if outcome else None

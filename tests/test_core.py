@@ -14,7 +14,7 @@ import pytest
 import jsclient
 from jsclient.server import NatsServer
 
-from .conftest import ErrorLog
+from .conftest import ErrorLog, request_ended_by
 
 
 def test_pub_sub_with_headers_roundtrip(nc: jsclient.Connection) -> None:
@@ -502,3 +502,133 @@ def test_request_async_callbacks_never_run_on_the_reader(nc: jsclient.Connection
     attached.set()
     assert done.wait(5)
     assert where == ["jsclient-events"]
+
+
+# -- request() callers that read their own replies (connection._ReadSide) -------------------------------------------
+# A connection that only makes requests lets the thread blocked in request() read the socket itself, and its reader
+# thread steps aside meanwhile.  These tests check that nothing else a connection does suffers from it.
+
+
+def _echo_responder(server: NatsServer, subject: str) -> jsclient.Connection:
+    responder = jsclient.connect(server.url)
+    responder.subscribe(subject, cb=lambda m: m.respond(b"re:" + m.data))
+    responder.flush()
+    return responder
+
+
+def test_requester_steps_the_reader_aside_and_back(server: NatsServer) -> None:
+    # White-box on purpose: the parking itself is invisible through the API, and the tests below
+    # only mean something if request() callers really do read for themselves.
+    responder = _echo_responder(server, "svc.aside")
+    try:
+        with jsclient.connect(server.url) as nc:
+            for i in range(50):
+                assert nc.request("svc.aside", b"%d" % i).data == b"re:%d" % i
+            side = nc._io.reading
+            assert side is not None
+            deadline = time.monotonic() + 5
+            while not side.parked and time.monotonic() < deadline:
+                nc.request("svc.aside", b"again")
+            assert side.parked, "the reader never left the socket to request() callers"
+            nc.subscribe("aside.sub")  # a subscription needs the reader: it comes back and stays
+            deadline = time.monotonic() + 5
+            while side.parked and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert not side.parked
+    finally:
+        responder.close()
+
+
+def test_after_a_burst_of_requests_everything_else_still_arrives(server: NatsServer) -> None:
+    responder = _echo_responder(server, "svc.burst")
+    publisher = jsclient.connect(server.url)
+    try:
+        with jsclient.connect(server.url) as nc:
+            for i in range(300):
+                assert nc.request("svc.burst", b"%d" % i).data == b"re:%d" % i
+            # No request() from here on: only the reader can deliver what follows.
+            sub = nc.subscribe("burst.feed")
+            nc.flush()
+            for i in range(500):
+                publisher.publish("burst.feed", b"%d" % i)
+            publisher.flush()
+            assert [sub.next_msg(timeout=5).data for _ in range(500)] == [b"%d" % i for i in range(500)]
+            futures = [nc.request_async("svc.burst", b"a%d" % i, timeout=10) for i in range(50)]
+            assert [f.result(timeout=10).data for f in futures] == [b"re:a%d" % i for i in range(50)]
+            assert nc.stats()["in_msgs"] == 300 + 500 + 50
+    finally:
+        publisher.close()
+        responder.close()
+
+
+def test_requests_from_threads_beside_subscription_traffic(server: NatsServer) -> None:
+    responder = _echo_responder(server, "svc.mixed")
+    publisher = jsclient.connect(server.url)
+    try:
+        with jsclient.connect(server.url) as nc:
+            sub = nc.subscribe("mixed.feed")
+            nc.flush()
+            failures: list[BaseException] = []
+
+            def ask(t: int) -> None:
+                try:
+                    for i in range(300):
+                        payload = b"%d-%d" % (t, i)
+                        assert nc.request("svc.mixed", payload, timeout=10).data == b"re:" + payload
+                except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=ask, args=(t,)) for t in range(8)]
+            for th in threads:
+                th.start()
+            for i in range(3000):
+                publisher.publish("mixed.feed", b"%d" % i)
+            publisher.flush()
+            got = [sub.next_msg(timeout=10).data for _ in range(3000)]
+            for th in threads:
+                th.join(60)
+            assert not failures, failures[:3]
+            assert got == [b"%d" % i for i in range(3000)]
+    finally:
+        publisher.close()
+        responder.close()
+
+
+def test_timeouts_and_late_replies_while_requests_read_for_themselves(server: NatsServer) -> None:
+    responder = _echo_responder(server, "svc.fast")
+    late = jsclient.connect(server.url)
+    late.subscribe("svc.late", cb=lambda m: (time.sleep(0.3), m.respond(b"too late")))
+    late.subscribe("svc.never")
+    late.flush()
+    try:
+        with jsclient.connect(server.url) as nc:
+            for i in range(20):
+                assert nc.request("svc.fast", b"%d" % i).data == b"re:%d" % i
+            with pytest.raises(jsclient.TimeoutError, match=r"svc\.never"):
+                nc.request("svc.never", b"x", timeout=0.2)
+            with pytest.raises(jsclient.TimeoutError, match=r"svc\.late"):
+                nc.request("svc.late", b"x", timeout=0.1)
+            # The late reply arrives during these and must not be taken for one of them.
+            for i in range(100):
+                assert nc.request("svc.fast", b"after%d" % i).data == b"re:after%d" % i
+            nc.flush()
+            assert nc.is_connected
+    finally:
+        late.close()
+        responder.close()
+
+
+def test_close_from_another_thread_ends_a_waiting_request(server: NatsServer) -> None:
+    responder = _echo_responder(server, "svc.warm")
+    silent = jsclient.connect(server.url)
+    silent.subscribe("svc.silent")
+    silent.flush()
+    try:
+        nc = jsclient.connect(server.url)
+        for _ in range(20):
+            nc.request("svc.warm", b"x")  # from now on request() callers read their own replies
+        error = request_ended_by(nc, "svc.silent", nc.close)
+        assert isinstance(error, jsclient.ConnectionClosedError), error
+    finally:
+        silent.close()
+        responder.close()

@@ -19,7 +19,7 @@ import pytest
 import jsclient
 from jsclient.server import NatsCluster, NatsServer, free_port
 
-from .conftest import ErrorLog
+from .conftest import ErrorLog, request_ended_by
 
 
 class Events:
@@ -456,5 +456,104 @@ def test_lame_duck_mode_moves_the_client_before_the_server_leaves() -> None:
             with jsclient.connect(cluster.urls[2]) as other:
                 other.publish("ldm.check", b"still here")
             assert sub.next_msg(timeout=5).data == b"still here"
+        finally:
+            nc.close()
+
+
+# -- faults while a request() caller reads its own reply (connection._ReadSide) ---------------------------------------
+
+
+def test_request_loop_survives_a_restart() -> None:
+    events = Events()
+    with NatsServer(jetstream=False) as server:
+        responder = connect(server.url)
+        responder.subscribe("svc.loop", cb=lambda m: m.respond(b"re:" + m.data))
+        responder.flush()
+        nc = connect(server.url, events)
+        try:
+            restarted = threading.Event()
+            answered_before = answered_after = 0
+            wrong: list[tuple[bytes, bytes]] = []
+            i = 0
+            deadline = time.monotonic() + 30
+            while answered_after < 200 and time.monotonic() < deadline:
+                i += 1
+                payload = b"%d" % i
+                try:
+                    reply = nc.request("svc.loop", payload, timeout=1)
+                except (jsclient.TimeoutError, jsclient.NoRespondersError, jsclient.ConnectionLostError):
+                    continue  # asked while the server was away (or before the responder was back)
+                if reply.data != b"re:" + payload:
+                    wrong.append((payload, reply.data))
+                if restarted.is_set():
+                    answered_after += 1
+                else:
+                    answered_before += 1
+                    if answered_before == 200:
+                        server.restart()
+                        restarted.set()
+            assert not wrong, wrong[:3]
+            assert answered_before == 200 and answered_after == 200, (answered_before, answered_after)
+            assert events.reconnected >= 1
+        finally:
+            nc.close()
+            responder.close()
+
+
+def test_server_gone_while_a_request_reads_its_reply() -> None:
+    with NatsServer(jetstream=False) as server:
+        responder = jsclient.connect(server.url)
+        responder.subscribe("svc.warm", cb=lambda m: m.respond(b"ok"))
+        responder.subscribe("svc.silent")
+        responder.flush()
+        nc = jsclient.connect(server.url, allow_reconnect=False)
+        try:
+            for _ in range(20):
+                assert nc.request("svc.warm", b"x").data == b"ok"
+            error = request_ended_by(nc, "svc.silent", server.kill)
+            assert isinstance(error, jsclient.ConnectionClosedError), error
+            assert nc.is_closed
+        finally:
+            nc.close()
+            responder.close()
+
+
+def _answer_once_then_garbage(conn: socket.socket) -> None:
+    """Fake server: answers the first request like a responder would, then sends bytes no server sends."""
+    buf = b""
+    answered = False
+    sid = b"1"
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            return
+        buf += data
+        while b"\r\n" in buf:
+            line, _, buf = buf.partition(b"\r\n")
+            parts = line.split()
+            if parts[:1] == [b"SUB"]:
+                sid = parts[-1]
+            elif parts[:1] == [b"PUB"]:
+                _, rest = buf[: int(parts[-1]) + 2], buf[int(parts[-1]) + 2 :]
+                buf = rest
+                if not answered:
+                    conn.sendall(b"MSG %s %s 2\r\nok\r\n" % (parts[2], sid))
+                    answered = True
+                else:
+                    conn.sendall(b"MSG \x00\xff garbage\r\n")
+                    time.sleep(0.5)
+                    return
+
+
+def test_garbage_while_a_request_reads_its_reply_is_reported() -> None:
+    log = ErrorLog()
+    with fake_server(_answer_once_then_garbage) as url:
+        nc = jsclient.connect(url, allow_reconnect=False, error_cb=log)
+        try:
+            assert nc.request("svc.fake", b"1", timeout=5).data == b"ok"
+            with pytest.raises(jsclient.ConnectionClosedError):
+                nc.request("svc.fake", b"2", timeout=30)
+            log.wait_for(jsclient.ProtocolError)
+            assert nc.is_closed
         finally:
             nc.close()

@@ -27,6 +27,7 @@ from ..errors import (
     JetStreamNotEnabledError,
     NoRespondersError,
     NoStreamResponseError,
+    StreamNotFoundError,
     TimeoutError,
 )
 from ..headers import Headers, HeadersInput, status_of
@@ -41,15 +42,16 @@ from .api import (
     StreamConfig,
     StreamInfo,
 )
+from .direct import DirectBatch, StoredMessage, direct_get, direct_get_batch, direct_get_last_for_subjects
+from .kv import KeyValue, bucket_config, check_bucket, open_bucket
+from .ordered import OrderedSubscription, subscribe_ordered
+from .pull import PullSubscription, pull_subscribe
+from .push import PushSubscription
+from .push import subscribe as subscribe_push
 
 if TYPE_CHECKING:
     from ..connection import Connection
     from ..message import Msg
-    from .direct import DirectBatch, StoredMessage
-    from .kv import KeyValue
-    from .ordered import OrderedSubscription
-    from .pull import PullSubscription
-    from .push import PushSubscription
 
 T = TypeVar("T")
 
@@ -187,8 +189,6 @@ class JetStream:
         """The one stream that stores ``subject``; a clear error for none or several."""
         names = self.stream_names(subject)
         if len(names) != 1:
-            from ..errors import StreamNotFoundError
-
             found = "no stream" if not names else f"{len(names)} streams ({', '.join(names)})"
             raise StreamNotFoundError(404, 10059, f"no matching stream for subject {subject!r}: {found}")
         return names[0]
@@ -262,8 +262,6 @@ class JetStream:
         timeout: float | None = None,
     ) -> StoredMessage:
         """One message straight from the stream's store (any replica answers)."""
-        from .direct import direct_get
-
         return direct_get(
             self, stream, seq=seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj,
             start_time=start_time, timeout=timeout,
@@ -281,8 +279,6 @@ class JetStream:
         timeout: float | None = None,
     ) -> DirectBatch:
         """Up to ``batch`` messages matching ``subject`` from ``seq`` (or ``start_time``): an iterator."""
-        from .direct import direct_get_batch
-
         return direct_get_batch(
             self, stream, subject, batch=batch, seq=seq, start_time=start_time, max_bytes=max_bytes, timeout=timeout
         )
@@ -298,8 +294,6 @@ class JetStream:
         timeout: float | None = None,
     ) -> DirectBatch:
         """The last message of each subject, as of one point in time, across as many batches as it takes."""
-        from .direct import direct_get_last_for_subjects
-
         return direct_get_last_for_subjects(
             self, stream, subjects, up_to_seq=up_to_seq, up_to_time=up_to_time, batch=batch, timeout=timeout
         )
@@ -317,8 +311,6 @@ class JetStream:
         description: str | None = None,
     ) -> KeyValue:
         """Create a bucket (or bind to an identical one)."""
-        from .kv import KeyValue, bucket_config
-
         config = bucket_config(
             bucket, history=history, ttl=ttl, max_bytes=max_bytes, max_value_size=max_value_size,
             storage=storage, replicas=replicas, description=description,
@@ -328,13 +320,9 @@ class JetStream:
 
     def key_value(self, bucket: str) -> KeyValue:
         """Bind to an existing bucket (BucketNotFoundError if there is none)."""
-        from .kv import open_bucket
-
         return open_bucket(self, bucket)
 
     def delete_key_value(self, bucket: str) -> bool:
-        from .kv import check_bucket
-
         return self.delete_stream(f"KV_{check_bucket(bucket)}")
 
     # -- consumers -----------------------------------------------------------------
@@ -395,8 +383,6 @@ class JetStream:
     ) -> PushSubscription | OrderedSubscription:
         """A push subscription (ADR-15), or with ``ordered=True`` an ordered consumer (ADR-17)."""
         if ordered:
-            from .ordered import subscribe_ordered
-
             if durable is not None or queue is not None or consumer is not None:
                 bad = "durable" if durable is not None else "queue" if queue is not None else "consumer"
                 raise InvalidArgumentError(f"an ordered consumer cannot use {bad}")
@@ -413,9 +399,7 @@ class JetStream:
                 pending_msgs_limit=pending_msgs_limit,
                 pending_bytes_limit=pending_bytes_limit,
             )
-        from .push import subscribe
-
-        return subscribe(
+        return subscribe_push(
             self,
             subject,
             durable=durable,
@@ -442,8 +426,6 @@ class JetStream:
         config: ConsumerConfig | None = None,
     ) -> PullSubscription:
         """A pull subscription (ADR-13): ``fetch`` batches or iterate ``messages()``."""
-        from .pull import pull_subscribe
-
         return pull_subscribe(self, subject, durable=durable, stream=stream, consumer=consumer, config=config)
 
     # -- publishing ------------------------------------------------------------------
