@@ -1026,7 +1026,8 @@ class Connection:
     def _await_reply(self, waiter: _Waiter, timeout: float) -> bool:
         """Wait until ``waiter`` is filled, reading the socket for it when nobody else is (see _ReadSide)."""
         side = self._io.reading
-        if side is None or side.sock is None or not side.token.acquire(blocking=False):
+        # Only while the reader stepped aside: with it reading anyway, taking turns would cost more than it saves.
+        if side is None or side.sock is None or not side.parked or not side.token.acquire(blocking=False):
             return waiter.wait(timeout)
         deadline = time.monotonic() + timeout
         try:
@@ -1575,8 +1576,9 @@ def _reader_main(ref: weakref.ReferenceType[Connection], side: _ReadSide) -> Non
             answered = conn._take_read(side, n, error)
             if answered is None or conn._io.reading is not side:
                 return
+            park = answered and side.sock is not None and not conn._needs_reader()
             del conn
-        if answered and side.sock is not None:
+        if park:
             _park(ref, side)
 
 
@@ -1606,7 +1608,8 @@ def _park(ref: weakref.ReferenceType[Connection], side: _ReadSide) -> None:
                 return
     finally:
         side.parked = False
-        wake.clear()
+        if wake.is_set():
+            wake.clear()
 
 
 def _flusher_main(ref: weakref.ReferenceType[Connection], kick: threading.Event) -> None:
