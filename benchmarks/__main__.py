@@ -15,6 +15,7 @@ These are measurements, not tests: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -77,6 +78,13 @@ def pinning() -> bool:
     return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
 
 
+def pin_process(pid: int, cores: set[int]) -> None:
+    """Pin every thread of ``pid``: sched_setaffinity(pid) moves only the thread whose id is ``pid``."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cores)
+
+
 def pin_client() -> None:
     """preexec_fn for measured processes: run on the client core."""
     if pinning():
@@ -137,7 +145,7 @@ def main() -> None:
     with NatsServer(jetstream=True) as server:
         if pinning():
             assert server.proc is not None
-            os.sched_setaffinity(server.proc.pid, INFRA_CORES)
+            pin_process(server.proc.pid, INFRA_CORES)  # threads it starts later inherit it
         responder = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.responder", server.url, "bench.req"],
             cwd=ROOT,
@@ -146,7 +154,7 @@ def main() -> None:
         assert responder.stdout is not None
         responder.stdout.readline()
         if pinning():
-            os.sched_setaffinity(responder.pid, INFRA_CORES)
+            pin_process(responder.pid, INFRA_CORES)
         if any(r.module == JS_MODULE for r in rows):
             from benchmarks.js_clients import prepare
 

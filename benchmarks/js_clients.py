@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.clients import raw_recv
+
 PAYLOAD = b"x" * 128
 KEYS = 1000
 
@@ -286,11 +288,11 @@ def _raw_reply(sock: Any) -> None:
     """Read exactly one MSG or HMSG (the only traffic on this socket)."""
     buf = b""
     while b"\r\n" not in buf:
-        buf += sock.recv(65536)
+        buf += raw_recv(sock)
     line, _, rest = buf.partition(b"\r\n")
     need = int(line.split()[-1]) + 2
     while len(rest) < need:
-        rest += sock.recv(65536)
+        rest += raw_recv(sock)
 
 
 CLIENTS = {"jsclient": jsclient_row, "nats-py": natspy_row, "raw": raw_row}

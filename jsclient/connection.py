@@ -8,7 +8,9 @@ Threads (all daemons, named):
   waits on a user: a full subscription queue drops and counts.  A thread
   blocked in ``request()`` or ``flush()`` may take the read side's token and
   do the same routing itself to read its own reply (see :class:`_ReadSide`):
-  one thread at a time, the same non-blocking code.
+  one thread at a time, the same non-blocking code.  Such a caller polls
+  the socket for up to ``spin_wait`` before it sleeps, backing off when
+  replies take longer (:class:`SpinBackoff`).
 * ``jsclient-flusher`` sends the write buffer.  ``publish`` only appends
   encoded frames, so many frames leave in one ``sendall``.  When the buffer
   passes ``max_pending_size`` the publishing thread sends it itself (that is
@@ -153,6 +155,9 @@ SWEEP_EVERY = 0.5
 #: socket to request() callers (who read their own replies, see _ReadSide)
 #: for as long as one comes back within this many seconds.
 LINGER = 0.002
+#: After this many spins in a row without the reply, a spin is tried once in
+#: 2**MAX_SPIN_BACKOFF waits (see SpinBackoff).
+MAX_SPIN_BACKOFF = 10
 _PREFIX_CACHE_MAX = 4096
 
 ErrorCallback = Callable[[Exception], None]
@@ -188,6 +193,38 @@ class _Waiter:
         self.lock.release()
 
 
+class SpinBackoff:
+    """Whether a caller reading its own reply polls before it sleeps (see _ReadSide).
+
+    A spin that ends without the reply makes the next waits sleep at once,
+    twice as many each time it happens in a row (up to 2**MAX_SPIN_BACKOFF):
+    a slow or distant server costs almost no CPU, and a spin that catches
+    its reply starts the count again.
+    """
+
+    __slots__ = ("misses", "skip")
+
+    def __init__(self) -> None:
+        self.misses = 0  # spins in a row that ended without the reply
+        self.skip = 0  # waits left that sleep at once
+
+    def until(self, now: float, spin: float) -> float:
+        """When this wait stops polling and sleeps; 0 sleeps at once."""
+        if not spin:
+            return 0.0
+        if self.skip:
+            self.skip -= 1
+            return 0.0
+        return now + spin
+
+    def ended(self, hit: bool) -> None:
+        if hit:
+            self.misses = 0
+        else:
+            self.misses = min(self.misses + 1, MAX_SPIN_BACKOFF)
+            self.skip = 1 << self.misses
+
+
 class _ReadSide:
     """One transport's receiving end: its parser and buffer, and the token to use them.
 
@@ -203,10 +240,16 @@ class _ReadSide:
     expects messages (subscriptions, async requests): see
     :meth:`Connection._needs_reader`.  Whoever starts to expect messages
     while it is parked wakes it through ``wake``.
+
+    A caller alone on the socket polls it for ``spin_wait`` before it
+    sleeps, as :class:`SpinBackoff` allows: on a virtual machine, waking a
+    halted CPU for the reply can take longer than the server took to
+    answer.  ``spin``, like the parser, belongs to whoever holds ``token``.
     """
 
     __slots__ = (
-        "buffer", "gen", "last_used", "parked", "parser", "poller", "sock", "token", "transport", "view", "wake"
+        "buffer", "gen", "last_used", "parked", "parser", "poller", "sock", "spin", "token", "transport", "view",
+        "wake",
     )  # fmt: skip
 
     def __init__(self, transport: Transport, parser: Parser, gen: int) -> None:
@@ -224,6 +267,7 @@ class _ReadSide:
         self.poller = select.poll()
         if self.sock is not None:
             self.poller.register(self.sock, select.POLLIN)
+        self.spin = SpinBackoff()
 
 
 class _Link:
@@ -320,6 +364,8 @@ class Connection:
         if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
             raise InvalidArgumentError(f"tls_context must be an ssl.SSLContext, not {type(tls_context).__name__}")
         self.options = options
+        # With one CPU, polling would only keep a server on this machine from answering.
+        self._spin = options.spin_wait if (os.cpu_count() or 1) > 1 else 0.0
         self._error_cb = error_cb
         self._closed_cb = closed_cb
         self._disconnected_cb = disconnected_cb
@@ -1011,7 +1057,7 @@ class Connection:
         self._resp_waiters[token] = waiter
         try:
             self._queue_request(subject, payload, reply, headers, False)
-            if not self._await_reply(waiter, timeout):
+            if not self._await_reply(waiter, timeout, listed=1):
                 raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         finally:
             self._resp_waiters.pop(token, None)
@@ -1023,39 +1069,59 @@ class Connection:
             raise NoRespondersError(f"no responders for request to {subject!r}")
         return msg
 
-    def _await_reply(self, waiter: _Waiter, timeout: float) -> bool:
-        """Wait until ``waiter`` is filled, reading the socket for it when nobody else is (see _ReadSide)."""
+    def _await_reply(self, waiter: _Waiter, timeout: float, listed: int = 0) -> bool:
+        """Wait until ``waiter`` is filled, reading the socket for it when nobody else is (see _ReadSide).
+
+        ``listed``: 1 when ``waiter`` is among the request waiters, which
+        then are not somebody else's.
+        """
         side = self._io.reading
         # Only while the reader stepped aside: with it reading anyway, taking turns would cost more than it saves.
         if side is None or side.sock is None or not side.parked or not side.token.acquire(blocking=False):
             return waiter.wait(timeout)
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = now + timeout
+        # Spin only alone: other callers' replies wake threads that need this core.
+        spin_until = side.spin.until(now, self._spin) if len(self._resp_waiters) <= listed else 0.0
         try:
             recv_into = side.sock.recv_into
+            poll = side.poller.poll
             while not waiter.lock.acquire(blocking=False):
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     return waiter.lock.acquire(blocking=False)
                 if self._io.reading is not side:
                     break  # the connection was lost: whoever reconnects answers the waiter
+                if spin_until and now >= spin_until:
+                    side.spin.ended(hit=False)
+                    spin_until = 0.0
+                if spin_until:
+                    if not poll(0.0):
+                        os.sched_yield()  # threads that can run on this core go first, and may take the GIL
+                        continue
                 # In slices: should the socket be closed under us, poll wakes anyway (or by the slice's end).
-                if (
-                    side.poller.poll(min(remaining, 0.1) * 1000.0)
-                    and self._take_read(side, *_recv(recv_into, side.buffer)) is None
-                ):
+                elif not poll(min(remaining, 0.1) * 1000.0):
+                    continue
+                answered = self._take_read(side, *_recv(recv_into, side.buffer))
+                if answered is None:
                     break
+                if answered and spin_until and waiter.lock.locked():
+                    spin_until = 0.0  # another caller's reply: leave it the core
             else:
+                if spin_until:
+                    side.spin.ended(hit=True)
                 return True
         finally:
             side.last_used = time.monotonic()
             side.token.release()
-            if side.parked and self._needs_reader():
+            if side.parked and self._needs_reader(listed):
                 side.wake.set()
         return waiter.wait(deadline - time.monotonic())
 
-    def _needs_reader(self) -> bool:
-        """Something besides request()/flush() callers expects messages: subscriptions or async requests."""
-        return bool(self._resp_waiters) or len(self._subs) > (self._resp_sid != 0)
+    def _needs_reader(self, own_waiters: int = 0) -> bool:
+        """Something expects messages that the caller (owning ``own_waiters`` request waiters) will not read."""
+        return len(self._resp_waiters) > own_waiters or len(self._subs) > (self._resp_sid != 0)
 
     def _unpark(self) -> None:
         """Bring a parked reader back now: something starts to expect messages."""

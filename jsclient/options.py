@@ -19,6 +19,8 @@ from .errors import InvalidArgumentError
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
+#: Beyond this a poll loop costs more CPU than any wake-up it could spare.
+MAX_SPIN_WAIT = 0.01
 
 
 def mask_url(url: str) -> str:
@@ -67,6 +69,12 @@ class Options:
     ignore_discovered_servers: bool = False
     ping_interval: float = 120.0
     max_outstanding_pings: int = 2
+    #: Seconds a thread reading its own reply (see ``request``) polls the
+    #: socket before it sleeps, while replies keep coming back that fast;
+    #: 0 never polls (nor does a one-CPU machine).  On virtual machines
+    #: waking a sleeping thread can cost more than a round trip to a server
+    #: nearby.
+    spin_wait: float = 0.0002
     #: In a forked child, reconnect on first use instead of raising.
     reconnect_after_fork: bool = False
     # -- security --
@@ -133,6 +141,9 @@ class Options:
         seconds("reconnect_time_wait", self.reconnect_time_wait, allow_zero=True)
         seconds("reconnect_jitter", self.reconnect_jitter, allow_zero=True)
         seconds("ping_interval", self.ping_interval)
+        seconds("spin_wait", self.spin_wait, allow_zero=True)
+        if self.spin_wait > MAX_SPIN_WAIT:
+            raise InvalidArgumentError(f"spin_wait must be at most {MAX_SPIN_WAIT} s, not {self.spin_wait!r}")
         attempts = self.max_reconnect_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or (attempts < 0 and attempts != -1):
             raise InvalidArgumentError(f"max_reconnect_attempts must be an int >= 0 or -1, not {attempts!r}")

@@ -416,6 +416,9 @@ def test_unknown_and_invalid_options_rejected() -> None:
         jsclient.connect("nats://127.0.0.1:1", connect_timeout=-1)
     with pytest.raises(jsclient.InvalidArgumentError, match="scheme"):
         jsclient.connect("http://127.0.0.1:1")
+    for spin in (-0.001, 1.0, "fast", True):
+        with pytest.raises(jsclient.InvalidArgumentError, match="spin_wait"):
+            jsclient.connect("nats://127.0.0.1:1", spin_wait=spin)
 
 
 def test_options_are_picklable_and_hide_secrets() -> None:
@@ -632,3 +635,49 @@ def test_close_from_another_thread_ends_a_waiting_request(server: NatsServer) ->
     finally:
         silent.close()
         responder.close()
+
+
+def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> None:
+    from jsclient.connection import MAX_SPIN_BACKOFF, SpinBackoff
+
+    spin = SpinBackoff()
+    assert spin.until(10.0, 0.0) == 0.0  # spin_wait=0: never
+    assert spin.until(10.0, 0.5) == 10.5
+    for misses in range(1, MAX_SPIN_BACKOFF + 3):
+        spin.ended(hit=False)
+        sat_out = 0
+        while spin.until(0.0, 0.5) == 0.0:
+            sat_out += 1
+        assert sat_out == 1 << min(misses, MAX_SPIN_BACKOFF)
+    spin.ended(hit=True)
+    spin.ended(hit=False)
+    assert [spin.until(0.0, 0.5) for _ in range(3)] == [0.0, 0.0, 0.5]
+
+
+def test_spinning_backs_off_from_a_slow_responder_and_comes_back(server: NatsServer) -> None:
+    # White-box like the test above: how long a caller polls is invisible through the API.
+    fast = _echo_responder(server, "svc.quick")
+    slow = jsclient.connect(server.url)
+    slow.subscribe("svc.slow", cb=lambda m: (time.sleep(0.03), m.respond(b"slow:" + m.data)))
+    slow.flush()
+    try:
+        with jsclient.connect(server.url, spin_wait=0.005) as nc, jsclient.connect(server.url, spin_wait=0) as calm:
+            deadline = time.monotonic() + 20
+            side = nc._io.reading
+            assert side is not None
+            i = 0
+            while side.spin.misses < 2 and time.monotonic() < deadline:
+                i += 1
+                assert nc.request("svc.slow", b"%d" % i).data == b"slow:%d" % i
+            assert side.spin.misses >= 2, "no request() caller ever polled for the slow replies"
+            assert side.spin.skip >= 4
+            while side.spin.misses and time.monotonic() < deadline:
+                i += 1
+                assert nc.request("svc.quick", b"%d" % i).data == b"re:%d" % i
+            assert side.spin.misses == 0, "fast replies never brought polling back"
+            for j in range(5):
+                assert calm.request("svc.slow", b"%d" % j).data == b"slow:%d" % j
+            assert calm._io.reading is not None and calm._io.reading.spin.misses == 0
+    finally:
+        slow.close()
+        fast.close()
