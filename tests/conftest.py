@@ -27,6 +27,15 @@ def nc(server: NatsServer) -> Iterator[jsclient.Connection]:
         conn.close()
 
 
+@pytest.fixture
+def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
+    """A JetStream context; every stream left at the end is deleted (the server needs jetstream=True)."""
+    ctx = nc.jetstream()
+    yield ctx
+    for name in ctx.stream_names():
+        ctx.delete_stream(name)
+
+
 class ErrorLog:
     """Collects what the error callback receives, with a way to wait for it."""
 

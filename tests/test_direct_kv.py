@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,14 +14,6 @@ from jsclient.jetstream.direct import parse_timestamp
 from jsclient.server import NatsServer
 
 from .proxy import FrameProxy
-
-
-@pytest.fixture
-def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
-    ctx = nc.jetstream()
-    yield ctx
-    for name in ctx.stream_names():
-        ctx.delete_stream(name)
 
 
 @pytest.fixture

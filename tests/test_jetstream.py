@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,14 +12,6 @@ import jsclient
 from jsclient import errors
 from jsclient.jetstream.api import ConsumerConfig, StreamConfig
 from jsclient.server import NatsServer
-
-
-@pytest.fixture
-def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
-    ctx = nc.jetstream()
-    yield ctx
-    for name in ctx.stream_names():
-        ctx.delete_stream(name)
 
 
 def test_stream_lifecycle(js: jsclient.JetStream) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,14 +14,6 @@ from jsclient.server import NatsServer
 
 from .conftest import ErrorLog
 from .proxy import FrameProxy
-
-
-@pytest.fixture
-def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
-    ctx = nc.jetstream()
-    yield ctx
-    for name in ctx.stream_names():
-        ctx.delete_stream(name)
 
 
 def fill(js: jsclient.JetStream, stream: str, subject: str, n: int, storage: str = "memory") -> None:

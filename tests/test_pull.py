@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,12 +17,10 @@ from .proxy import FrameProxy, rewrite_status
 
 
 @pytest.fixture
-def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
-    ctx = nc.jetstream()
-    ctx.add_stream(name="WORK", subjects=["work.>"])
-    yield ctx
-    for name in ctx.stream_names():
-        ctx.delete_stream(name)
+def js(js: jsclient.JetStream) -> jsclient.JetStream:
+    """The shared context, with this module's stream."""
+    js.add_stream(name="WORK", subjects=["work.>"])
+    return js
 
 
 def publish(js: jsclient.JetStream, n: int, subject: str = "work.item", size: int = 0) -> None:

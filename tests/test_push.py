@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,12 +18,10 @@ from .proxy import FrameProxy
 
 
 @pytest.fixture
-def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
-    ctx = nc.jetstream()
-    ctx.add_stream(name="ORDERS", subjects=["orders.>"])
-    yield ctx
-    for name in ctx.stream_names():
-        ctx.delete_stream(name)
+def js(js: jsclient.JetStream) -> jsclient.JetStream:
+    """The shared context, with this module's stream."""
+    js.add_stream(name="ORDERS", subjects=["orders.>"])
+    return js
 
 
 def publish(js: jsclient.JetStream, n: int, subject: str = "orders.new") -> None:

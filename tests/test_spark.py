@@ -42,14 +42,6 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-@pytest.fixture
-def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
-    ctx = nc.jetstream()
-    yield ctx
-    for name in ctx.stream_names():
-        ctx.delete_stream(name)
-
-
 def fill(js: jsclient.JetStream, stream: str, subjects: list[str], n: int, allow_direct: bool = True) -> None:
     js.add_stream(name=stream, subjects=[s.rsplit(".", 1)[0] + ".>" for s in subjects[:1]], allow_direct=allow_direct)
     for i in range(n):
