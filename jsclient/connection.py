@@ -75,7 +75,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -112,7 +112,7 @@ from .errors import (
     TLSError,
     server_error,
 )
-from .futures import ReplyFuture
+from .futures import ReplyFuture, ReplyKind
 from .headers import HeadersInput, status_of
 from .headers import encode as encode_headers
 from .message import Msg
@@ -392,7 +392,7 @@ class Connection:
         self._flusher_idle = False  # asleep: an append must kick it (or, if polling, may leave it a moment)
         self._flusher_polling = False  # asleep for at most DEFERRED_SEND
         self._deferred = False  # a deferred append happened since the flusher last looked
-        self._send_before_wait = self._send_pending  # one bound method for every future
+        self._plain_kind = ReplyKind(before_wait=self._send_pending)  # request_async's futures
         self._io = _Link(self._kick)
         self._pongs: deque[_Waiter | None] = deque()
         self._subs: dict[int, Subscription] = {}
@@ -400,6 +400,8 @@ class Connection:
         # subject -> (payload size, b"PUB <subject> <size>\r\n") of its last plain publish;
         # a subject is in here only once it has been validated.
         self._pub_headers: dict[str, tuple[int, bytes]] = {}
+        # subject -> b"PUB <subject> <reply inbox prefix>" for requests: validated subjects only.
+        self._request_heads: dict[str, bytes] = {}
         self._accepting = False  # publishes allowed (guarded by _write_lock)
         self._max_pending = options.max_pending_size
         # The publish fast path appends only below this; 0 sends every publish to
@@ -1051,12 +1053,13 @@ class Connection:
         _check_timeout(timeout)
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
+        if not self._resp_prefix:
+            self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
-        reply = (self._resp_prefix or self._ensure_resp_mux()) + token
         waiter = _Waiter()
         self._resp_waiters[token] = waiter
         try:
-            self._queue_request(subject, payload, reply, headers, False)
+            self._queue_request(subject, payload, token, headers, False)
             if not self._await_reply(waiter, timeout, listed=1):
                 raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         finally:
@@ -1162,64 +1165,65 @@ class Connection:
         after ``timeout``, or ConnectionClosedError.  Its done-callbacks run on
         the connection's events thread, never on the reader.
         """
-        return self._request_async(subject, payload, timeout, headers, None, None)
+        _check_timeout(timeout)
+        return self._request_async(subject, payload, timeout, headers, self._plain_kind)
 
     def _request_async(
-        self,
-        subject: str,
-        payload: bytes,
-        timeout: float,
-        headers: HeadersInput | None,
-        decode: Callable[[Msg, str], Any] | None,
-        on_settle: Callable[[], None] | None,
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, kind: ReplyKind
     ) -> Future[Any]:
-        _check_timeout(timeout)
+        """request_async for the library: ``timeout`` already checked, ``kind`` says how the reply settles."""
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
+        if not self._resp_prefix:
+            self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
-        reply = (self._resp_prefix or self._ensure_resp_mux()) + token
-        fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, decode, on_settle, self._send_before_wait)
+        fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, kind)
         self._resp_waiters[token] = fut
         try:
             # Not sent here: the waiter or the flusher sends many async requests in one write.
-            self._queue_request(subject, payload, reply, headers, True)
+            self._queue_request(subject, payload, token, headers, True)
         except BaseException:
             self._resp_waiters.pop(token, None)
             raise
-        self._unpark()
-        self._track_deadline(timeout, token)
+        self._unpark()  # this reply is for no request() caller to read
+        deadlines = self._deadlines.get(timeout)
+        if deadlines is None:
+            deadlines = self._deadlines.setdefault(timeout, deque())
+        deadlines.append((time.monotonic() + timeout, token))
+        if not self._sweeping:  # checked after the append: see _sweep_deadlines
+            self._start_sweeping(timeout)
         return fut
 
     def _queue_request(
-        self, subject: str, payload: bytes, reply: str, headers: HeadersInput | None, defer: bool
+        self, subject: str, payload: bytes, token: str, headers: HeadersInput | None, defer: bool
     ) -> None:
-        """Queue a request, by the short path when its subject was validated before; send it now unless ``defer``."""
+        """Queue a request for reply ``token``; send it now unless ``defer``.
+
+        A subject validated before has its PUB line's start cached, so the
+        common case is one format and one append.
+        """
         n = len(payload)
+        head = self._request_heads.get(subject) if type(subject) is str and headers is None else None
         if (
-            headers is None
+            head is not None
             and n <= self._max_payload
-            and type(subject) is str
-            and subject in self._pub_headers  # validated before
-            and self._queue_message(
-                b"PUB %s %s %d\r\n" % (subject.encode(), reply.encode(), n), payload, n, defer, not defer
-            )
+            and self._queue_message(b"%s%s %d\r\n" % (head, token.encode(), n), payload, n, defer, not defer)
         ):
             if not defer:
                 self._send_soon()
-        else:
-            self._publish_full(subject, payload, reply, headers, not defer)
+            return
+        prefix = self._resp_prefix
+        self._publish_full(subject, payload, prefix + token, headers, not defer)  # validates, or raises
+        if head is None and headers is None and prefix:
+            if len(self._request_heads) >= _PREFIX_CACHE_MAX:
+                self._request_heads.clear()
+            self._request_heads[subject] = b"PUB %s %s" % (subject.encode(), prefix.encode())
 
-    def _track_deadline(self, timeout: float, token: str) -> None:
-        """Async deadlines sit in FIFO queues, one per timeout value, swept by one timer."""
-        queue_ = self._deadlines.get(timeout)
-        if queue_ is None:
-            queue_ = self._deadlines.setdefault(timeout, deque())
-        queue_.append((time.monotonic() + timeout, token))
-        if not self._sweeping:
-            with self._deadline_lock:
-                if not self._sweeping:
-                    self._sweeping = True
-                    self._timers.call_later(min(timeout, SWEEP_EVERY), self._sweep_deadlines)
+    def _start_sweeping(self, timeout: float) -> None:
+        with self._deadline_lock:
+            if not self._sweeping:
+                self._sweeping = True
+                self._timers.call_later(min(timeout, SWEEP_EVERY), self._sweep_deadlines)
 
     def _sweep_deadlines(self) -> None:
         """Timer thread: fail the async requests whose deadline passed, forget answered ones; reschedule."""
@@ -1241,11 +1245,17 @@ class Connection:
                 due = queue_[0][0]
                 next_due = due if next_due is None else min(next_due, due)
         if expired:
-            _settle_timeouts(expired)
+            _fail_all(
+                [(fut, TimeoutError(f"request to {fut.subject!r}: no response within {t} s")) for fut, t in expired]
+            )
         with self._deadline_lock:
-            if next_due is None and not any(self._deadlines.values()):
+            if next_due is None:
+                # Stop, then look again: a request appends its deadline before it checks
+                # _sweeping, so it either is seen here or sees False and starts a sweep.
                 self._sweeping = False
-                return
+                if not any(self._deadlines.values()):
+                    return
+                self._sweeping = True
         delay = 0.02 if next_due is None else max(0.02, min(next_due - time.monotonic(), SWEEP_EVERY))
         self._timers.call_later(delay, self._sweep_deadlines)
 
@@ -1281,6 +1291,7 @@ class Connection:
         answered = False
         subs = self._subs
         touched: set[Subscription] = set()
+        settled: list[ReplyKind] = []  # kinds of the futures settled here, one entry per future
         resp_sid = self._resp_sid
         resp_waiters = self._resp_waiters
         token_at = len(self._resp_prefix)
@@ -1301,6 +1312,7 @@ class Connection:
                         answered = True
                     else:
                         _settle_reply(waiter, ev)
+                        settled.append(waiter.kind)
                     continue
                 sub = subs.get(sid)
                 if sub is None:
@@ -1329,6 +1341,8 @@ class Connection:
                 self._report_error(err)
         self.in_msgs += n_in
         self.in_bytes += bytes_in
+        if settled:
+            _count_settled(settled)
         for sub in touched:
             slow = sub._after_batch()
             if slow is not None:
@@ -1487,6 +1501,7 @@ class Connection:
         self._wbuf_pings = 0
         self._resp_waiters.clear()
         self._resp_prefix = ""
+        self._request_heads.clear()
         self._resp_sid = 0
         self._timers = Scheduler()
         self._watchdog_scheduler = None
@@ -1580,12 +1595,14 @@ class Connection:
         self._timers.close()
         if self._watchdog_scheduler is not None:
             self._watchdog_scheduler.close()
+        unanswered: list[tuple[ReplyFuture[Any], BaseException]] = []
         for token in list(self._resp_waiters):
             pending = self._resp_waiters.pop(token, None)
             if isinstance(pending, _Waiter):
                 pending.fill(error=closed)
             elif pending is not None:
-                _settle(pending, None, closed)
+                unanswered.append((pending, closed))
+        _fail_all(unanswered)
         with self._sub_lock:
             subs = list(self._subs.values())
             self._subs.clear()
@@ -1729,37 +1746,36 @@ def _events_main(events: queue.SimpleQueue[Callable[[], object] | None]) -> None
             log.exception("jsclient: exception in a user callback")
 
 
-def _settle(fut: ReplyFuture[Any], result: Any = None, error: BaseException | None = None) -> None:
-    """Tell the future's hook, then resolve it unless the user cancelled it."""
-    if fut.on_settle is not None:
-        fut.on_settle()
-    try:
-        if error is not None:
-            fut.set_exception(error)
-        else:
-            fut.set_result(result)
-    except InvalidStateError:  # cancelled by the user
-        pass
+def _count_settled(kinds: list[ReplyKind]) -> None:
+    """Tell each kind's on_settle hook how many of its futures just settled: once per kind, not per future."""
+    counts: dict[ReplyKind, int] = {}
+    for kind in kinds:
+        if kind.on_settle is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    for kind, n in counts.items():
+        kind.on_settle(n)  # type: ignore[misc]  # not None: counted only then
 
 
 def _settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
     """Reader thread: resolve an async request with its reply (decoded, or as no-responders)."""
-    if fut.decode is not None:
+    decode = fut.kind.decode
+    if decode is not None:
         try:
-            result = fut.decode(msg, fut.subject)
+            result = decode(msg, fut.subject)
         except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
-            _settle(fut, None, exc)
+            fut.fail(exc)
         else:
-            _settle(fut, result, None)
+            fut.resolve(result)
     elif not msg.data and status_of(msg.header) == 503:
-        _settle(fut, None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
+        fut.fail(NoRespondersError(f"no responders for request to {fut.subject!r}"))
     else:
-        _settle(fut, msg, None)
+        fut.resolve(msg)
 
 
-def _settle_timeouts(expired: list[tuple[ReplyFuture[Any], float]]) -> None:
-    for fut, timeout in expired:
-        _settle(fut, None, TimeoutError(f"request to {fut.subject!r}: no response within {timeout} s"))
+def _fail_all(failed: list[tuple[ReplyFuture[Any], BaseException]]) -> None:
+    for fut, error in failed:
+        fut.fail(error)
+    _count_settled([fut.kind for fut, _ in failed])
 
 
 def _check_timeout(timeout: Any) -> None:

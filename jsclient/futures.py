@@ -1,24 +1,30 @@
 """The futures ``request_async`` and ``publish_async`` return.
 
-A :class:`ReplyFuture` is a ``concurrent.futures.Future`` with three changes:
+A :class:`ReplyFuture` is a ``concurrent.futures.Future`` built to be cheap
+while thousands of them are in flight:
 
+* The garbage collector tracks two objects of it (itself and its lock), not
+  eleven.  An async publish keeps its future alive until the ack returns,
+  long enough for the collector's generations to walk it again and again,
+  and with stock Futures those walks took half of ``publish_async``'s CPU.
+  So the lock is a plain ``RLock`` rather than a ``threading.Condition``,
+  and the lists of sleepers, ``wait()`` waiters and done-callbacks exist
+  only once somebody needs them.
 * Its done-callbacks are user code, so they are posted to the connection's
   events thread instead of running on whichever thread resolves the future
   (the reader, the timer, or a thread closing the connection).
-* Its condition is a :class:`_OneWaitCondition`: one RLock instead of a
-  ``threading.Condition`` (an RLock, a dict, a deque and five bound
-  methods).  An async publish keeps its future alive until the ack returns;
-  with thousands in flight the garbage collector walks them over and over,
-  and with a stock Future those walks took half the CPU of ``publish_async``.
-* Settling a future nobody waits on yet is two stores under its lock, and
-  reading a settled one takes no lock: Future's general path (waiters,
-  notify, callbacks) runs only when there is someone to tell.
+* Reading a settled future takes no lock; settling one nobody waits on is
+  three stores under its lock.
+* ``cancel()`` also tells ``concurrent.futures.wait``/``as_completed`` at once
+  (a stock Future waits for an executor to do that, and ours have none).
 
-Future's own methods (and ``concurrent.futures.wait``/``as_completed``) use
-the condition only through ``with``, ``acquire``, ``release``,
-``wait(timeout)`` and ``notify_all()``; those are what it provides.  The
-tests run ``result``, ``exception``, ``cancel``, ``wait``, ``as_completed``
-and done-callbacks against it.
+Because the lock has no ``wait``/``notify_all``, every Future method that
+uses them is replaced here; the tests check that against the running
+Python's Future and run ``result``, ``exception``, ``cancel``, ``wait``,
+``as_completed`` and done-callbacks against ReplyFuture.
+
+Threads: any thread may call any method; ``_condition`` guards the state,
+the result and the three lists.
 """
 
 from __future__ import annotations
@@ -26,129 +32,217 @@ from __future__ import annotations
 import _thread
 import functools
 import queue
-import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-class _OneWaitCondition(_thread.RLock):  # type: ignore[misc]  # typeshed calls it final; CPython allows it
-    """A condition variable that is its own (reentrant) lock.
-
-    Entering, acquiring and releasing are the C lock's own methods; the waiter
-    list exists only once someone waits.  Reentrant because Future locks
-    again inside itself (the InvalidStateError text calls ``repr``).
-    """
-
-    _waiters: list[threading.Lock] | None = None
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Called holding the lock; returns holding it, True if notified in time."""
-        waiter = threading.Lock()
-        waiter.acquire()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
-        self.release()
-        woke = False
-        try:
-            if timeout is None:
-                woke = waiter.acquire()
-            elif timeout > 0:
-                woke = waiter.acquire(True, timeout)
-            else:
-                woke = waiter.acquire(False)
-        finally:
-            self.acquire()
-            if not woke and waiter in self._waiters:
-                self._waiters.remove(waiter)
-        return woke
-
-    def notify_all(self) -> None:
-        """Called holding the lock."""
-        waiters = self._waiters
-        if waiters:
-            for waiter in waiters:
-                waiter.release()
-            waiters.clear()
-
-
-def _states() -> tuple[str, str]:
-    """The states a Future starts and ends in (private constants of concurrent.futures)."""
+def _states() -> tuple[str, str, str, str, str]:
+    """A Future's states (private constants of concurrent.futures), read off a stock Future."""
     fut: Future[None] = Future()
     pending = fut._state
+    fut.set_running_or_notify_cancel()
+    running = fut._state
     fut.set_result(None)
-    return pending, fut._state
+    finished = fut._state
+    fut = Future()
+    fut.cancel()
+    cancelled = fut._state
+    fut.set_running_or_notify_cancel()
+    return pending, running, finished, cancelled, fut._state
 
 
-_PENDING, _FINISHED = _states()
+_PENDING, _RUNNING, _FINISHED, _CANCELLED, _CANCELLED_AND_NOTIFIED = _states()
+_OPEN = (_PENDING, _RUNNING)
+
+
+class ReplyKind:
+    """What the futures of one kind of request share: how the reply becomes a result, and hooks.
+
+    ``decode(reply, subject)`` turns the reply into the result (or raises the
+    future's error); ``on_settle(n)`` is told, once they have resolved, that
+    ``n`` futures of this kind settled; ``before_wait()`` runs when
+    ``result()`` is about to block (the connection sends what it buffered,
+    so no thread has to be woken to do it).  All three are library code.
+    """
+
+    __slots__ = ("before_wait", "decode", "on_settle")
+
+    def __init__(
+        self,
+        decode: Callable[[Any, str], Any] | None = None,
+        on_settle: Callable[[int], None] | None = None,
+        before_wait: Callable[[], None] | None = None,
+    ) -> None:
+        self.decode = decode
+        self.on_settle = on_settle
+        self.before_wait = before_wait
+
+
+_PLAIN = ReplyKind()
 
 
 class ReplyFuture(Future[T]):
-    """A future resolved by a connection thread; done-callbacks run on its events thread.
+    """A future resolved by a connection thread; done-callbacks run on its events thread."""
 
-    It also carries what settling it needs: the request subject (for error
-    texts), an optional decoder turning the reply (and that subject) into the result, and an
-    optional hook told when it settles (both library code); and a hook
-    ``result()`` calls before it blocks (the connection sends what it has
-    buffered, so no thread has to be woken to do it).
-    """
+    __slots__ = ("_events", "kind", "subject")
 
-    __slots__ = ("_before_wait", "_events", "decode", "on_settle", "subject")
+    # Made on first use (class defaults until then), so an idle future is one tracked object.
+    _sleepers: list[_thread.LockType] | None = None  # threads blocked in result()/exception()
+    _waiter_list: list[Any] | None = None  # concurrent.futures.wait / as_completed waiters
+    _callback_list: list[Callable[[Future[T]], object]] | None = None
 
     def __init__(
         self,
         events: queue.SimpleQueue[Callable[[], object] | None],
         subject: str,
-        decode: Callable[[Any, str], T] | None = None,
-        on_settle: Callable[[], None] | None = None,
-        before_wait: Callable[[], None] | None = None,
+        kind: ReplyKind = _PLAIN,
     ) -> None:
-        # Future.__init__'s fields, without the threading.Condition it would build only to be replaced.
-        self._condition = _OneWaitCondition()  # type: ignore[assignment]
+        # Future.__init__'s fields, with a lock the collector does not track for a condition.
+        self._condition = _thread.RLock()  # type: ignore[assignment]
         self._state = _PENDING
         self._result = None
         self._exception = None
-        self._waiters = []
-        self._done_callbacks: list[Callable[[Future[T]], object]] = []
         self._events = events
         self.subject = subject
-        self.decode = decode
-        self.on_settle = on_settle
-        self._before_wait = before_wait
+        self.kind = kind
 
-    # The three below skip Future's general path in the common case: a reply
-    # settling a future nobody waits on yet, and reading a settled one.
-    def _settle_unobserved(self, field: str, value: object) -> bool:
-        """Pending, with no waiter or callback: settling is two stores.  False: take the general path."""
-        cond: _OneWaitCondition = self._condition  # type: ignore[assignment]
-        with cond:
-            if self._state is not _PENDING or self._waiters or cond._waiters or self._done_callbacks:
+    # Future's list fields, made when first touched (always under _condition).
+    @property
+    def _waiters(self) -> list[Any]:
+        if self._waiter_list is None:
+            self._waiter_list = []
+        return self._waiter_list
+
+    @_waiters.setter
+    def _waiters(self, waiters: list[Any]) -> None:
+        self._waiter_list = waiters
+
+    @property
+    def _done_callbacks(self) -> list[Callable[[Future[T]], object]]:
+        if self._callback_list is None:
+            self._callback_list = []
+        return self._callback_list
+
+    # -- settling ------------------------------------------------------------
+    def _finish(self, field: str, value: object, tell: str) -> bool:
+        """Set the result or exception and wake whoever waits; False if already done or cancelled."""
+        with self._condition:
+            if self._state not in _OPEN:
                 return False
             setattr(self, field, value)
             self._state = _FINISHED
-            return True
+            if self._sleepers:
+                for sleeper in self._sleepers:
+                    sleeper.release()
+            if self._waiter_list:
+                for waiter in self._waiter_list:
+                    getattr(waiter, tell)(self)
+            callbacks = self._callback_list
+        if callbacks:
+            for call in callbacks:  # each only posts to the events thread
+                call(self)
+        return True
+
+    def resolve(self, result: T) -> None:
+        """Connection threads: settle with ``result`` unless the user cancelled it."""
+        self._finish("_result", result, "add_result")
+
+    def fail(self, error: BaseException) -> None:
+        """Connection threads: settle with ``error`` unless the user cancelled it."""
+        self._finish("_exception", error, "add_exception")
 
     def set_result(self, result: T) -> None:
-        if not self._settle_unobserved("_result", result):
-            super().set_result(result)
+        if not self._finish("_result", result, "add_result"):
+            raise InvalidStateError(f"{self._state}: {self!r}")
 
     def set_exception(self, exception: BaseException | None) -> None:
-        if not self._settle_unobserved("_exception", exception):
-            super().set_exception(exception)
+        if not self._finish("_exception", exception, "add_exception"):
+            raise InvalidStateError(f"{self._state}: {self!r}")
+
+    def cancel(self) -> bool:
+        with self._condition:
+            if self._state in (_RUNNING, _FINISHED):
+                return False
+            if self._state in (_CANCELLED, _CANCELLED_AND_NOTIFIED):
+                return True
+            self._state = _CANCELLED_AND_NOTIFIED  # no executor will do the notifying
+            if self._sleepers:
+                for sleeper in self._sleepers:
+                    sleeper.release()
+            if self._waiter_list:
+                for waiter in self._waiter_list:
+                    waiter.add_cancelled(self)
+            callbacks = self._callback_list
+        if callbacks:
+            for call in callbacks:  # each only posts to the events thread
+                call(self)
+        return True
+
+    # -- reading -------------------------------------------------------------
+    def done(self) -> bool:
+        return self._state not in _OPEN
 
     def result(self, timeout: float | None = None) -> T:
-        if self._state is _FINISHED and self._exception is None:  # final: no lock needed to read it
+        try:
+            if self._state is not _FINISHED:
+                self._wait_done(timeout)
+            if self._exception is not None:
+                raise self._exception
             return self._result  # type: ignore[return-value]
-        if self._state is _PENDING and self._before_wait is not None:
-            self._before_wait()  # e.g. send the request now rather than wake a thread for it
-        return super().result(timeout)
+        finally:
+            del self  # the raised exception's traceback must not hold the future that holds it
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state is not _FINISHED:
+            self._wait_done(timeout)
+        return self._exception
+
+    def _wait_done(self, timeout: float | None) -> None:
+        """Return once finished; CancelledError if cancelled, TimeoutError after ``timeout``."""
+        if self._state is _PENDING and self.kind.before_wait is not None:
+            self.kind.before_wait()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        lock = self._condition
+        lock.acquire()
+        try:
+            while True:
+                if self._state is _FINISHED:
+                    return
+                if self._state in (_CANCELLED, _CANCELLED_AND_NOTIFIED):
+                    raise CancelledError()
+                wait = -1.0 if deadline is None else deadline - time.monotonic()
+                if deadline is not None and wait <= 0:
+                    raise FutureTimeoutError()
+                sleeper = _thread.allocate_lock()
+                sleeper.acquire()
+                if self._sleepers is None:
+                    self._sleepers = []
+                self._sleepers.append(sleeper)
+                lock.release()
+                try:
+                    sleeper.acquire(True, wait)
+                finally:
+                    lock.acquire()
+                    self._sleepers.remove(sleeper)
+        finally:
+            lock.release()
 
     def add_done_callback(self, fn: Callable[[Future[T]], object]) -> None:
         post = self._events.put
-        super().add_done_callback(lambda fut: post(functools.partial(fn, fut)))
+
+        def call(fut: Future[T]) -> None:
+            post(functools.partial(fn, fut))
+
+        with self._condition:
+            if self._state in _OPEN:
+                self._done_callbacks.append(call)
+                return
+        call(self)
 
 
-__all__ = ["ReplyFuture"]
+__all__ = ["ReplyFuture", "ReplyKind"]

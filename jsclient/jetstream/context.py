@@ -30,6 +30,7 @@ from ..errors import (
     StreamNotFoundError,
     TimeoutError,
 )
+from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
 from ..protocol import check_publish_subject, check_subscribe_subject
 from . import api
@@ -91,7 +92,8 @@ class JetStream:
         self.publish_async_max_pending = publish_async_max_pending
         self._pending = 0
         self._blocked = 0  # publishers waiting for the window to reopen
-        self._settled_hook = self._release_pending  # one bound method, not one per publish
+        # How an async publish's reply settles its future: decoded as an ack, reopening the window.
+        self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, conn._send_pending)
         self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 4)
         self._pending_lock = threading.Lock()
         self._pending_cond = threading.Condition(self._pending_lock)
@@ -495,7 +497,7 @@ class JetStream:
         hdrs = _publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
         )
-        wait = timeout or self.timeout
+        wait = self.timeout if timeout is None else seconds("timeout", timeout)
         cond = self._pending_cond
         lock = self._pending_lock
         lock.acquire()
@@ -520,15 +522,15 @@ class JetStream:
         finally:
             lock.release()
         try:
-            return self.conn._request_async(subject, payload, wait, hdrs, _decode_async_ack, self._settled_hook)
+            return self.conn._request_async(subject, payload, wait, hdrs, self._ack_kind)
         except BaseException:
-            self._release_pending()
+            self._release_pending(1)
             raise
 
-    def _release_pending(self) -> None:
-        """Reader or timer thread (or a failed publish): one async publish settled."""
+    def _release_pending(self, settled: int) -> None:
+        """Reader or timer thread (or a failed publish): ``settled`` async publishes settled."""
         with self._pending_lock:
-            self._pending -= 1
+            self._pending -= settled
             # A full window wakes its publishers only once a quarter has drained (or all of it):
             # waking them for every single ack would cost a thread switch per message.
             if self._pending == 0 or (self._blocked and self._pending <= self._resume_at):
