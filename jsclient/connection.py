@@ -1763,18 +1763,18 @@ def _settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
         try:
             result = decode(msg, fut.subject)
         except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
-            fut.fail(exc)
+            fut.settle(None, exc)
         else:
-            fut.resolve(result)
+            fut.settle(result, None)
     elif not msg.data and status_of(msg.header) == 503:
-        fut.fail(NoRespondersError(f"no responders for request to {fut.subject!r}"))
+        fut.settle(None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
     else:
-        fut.resolve(msg)
+        fut.settle(msg, None)
 
 
 def _fail_all(failed: list[tuple[ReplyFuture[Any], BaseException]]) -> None:
     for fut, error in failed:
-        fut.fail(error)
+        fut.settle(None, error)
     _count_settled([fut.kind for fut, _ in failed])
 
 

@@ -14,7 +14,7 @@ while thousands of them are in flight:
   events thread instead of running on whichever thread resolves the future
   (the reader, the timer, or a thread closing the connection).
 * Reading a settled future takes no lock; settling one nobody waits on is
-  three stores under its lock.
+  two stores under its lock.
 * ``cancel()`` also tells ``concurrent.futures.wait``/``as_completed`` at once
   (a stock Future waits for an executor to do that, and ours have none).
 
@@ -89,9 +89,13 @@ _PLAIN = ReplyKind()
 class ReplyFuture(Future[T]):
     """A future resolved by a connection thread; done-callbacks run on its events thread."""
 
-    __slots__ = ("_events", "kind", "subject")
+    __slots__ = ("_condition", "_events", "kind", "subject")
 
-    # Made on first use (class defaults until then), so an idle future is one tracked object.
+    # Class defaults until set: a new future stores only what differs between futures.
+    _state = _PENDING
+    _result = None
+    _exception = None
+    # Made on first use, so an idle future holds no lists.
     _sleepers: list[_thread.LockType] | None = None  # threads blocked in result()/exception()
     _waiter_list: list[Any] | None = None  # concurrent.futures.wait / as_completed waiters
     _callback_list: list[Callable[[Future[T]], object]] | None = None
@@ -102,11 +106,8 @@ class ReplyFuture(Future[T]):
         subject: str,
         kind: ReplyKind = _PLAIN,
     ) -> None:
-        # Future.__init__'s fields, with a lock the collector does not track for a condition.
+        # Future.__init__'s fields: the lock stands in for its condition; the rest are class defaults.
         self._condition = _thread.RLock()  # type: ignore[assignment]
-        self._state = _PENDING
-        self._result = None
-        self._exception = None
         self._events = events
         self.subject = subject
         self.kind = kind
@@ -129,39 +130,41 @@ class ReplyFuture(Future[T]):
         return self._callback_list
 
     # -- settling ------------------------------------------------------------
-    def _finish(self, field: str, value: object, tell: str) -> bool:
-        """Set the result or exception and wake whoever waits; False if already done or cancelled."""
+    def settle(self, result: T | None, error: BaseException | None) -> bool:
+        """Finish with ``error``, or else ``result``, and wake whoever waits.
+
+        Connection threads call this; False when the future was already done
+        (cancelled by the user).
+        """
         with self._condition:
             if self._state not in _OPEN:
                 return False
-            setattr(self, field, value)
+            if error is None:
+                self._result = result
+            else:
+                self._exception = error
             self._state = _FINISHED
             if self._sleepers:
                 for sleeper in self._sleepers:
                     sleeper.release()
             if self._waiter_list:
                 for waiter in self._waiter_list:
-                    getattr(waiter, tell)(self)
+                    if error is None:
+                        waiter.add_result(self)
+                    else:
+                        waiter.add_exception(self)
             callbacks = self._callback_list
         if callbacks:
             for call in callbacks:  # each only posts to the events thread
                 call(self)
         return True
 
-    def resolve(self, result: T) -> None:
-        """Connection threads: settle with ``result`` unless the user cancelled it."""
-        self._finish("_result", result, "add_result")
-
-    def fail(self, error: BaseException) -> None:
-        """Connection threads: settle with ``error`` unless the user cancelled it."""
-        self._finish("_exception", error, "add_exception")
-
     def set_result(self, result: T) -> None:
-        if not self._finish("_result", result, "add_result"):
+        if not self.settle(result, None):
             raise InvalidStateError(f"{self._state}: {self!r}")
 
     def set_exception(self, exception: BaseException | None) -> None:
-        if not self._finish("_exception", exception, "add_exception"):
+        if not self.settle(None, exception):
             raise InvalidStateError(f"{self._state}: {self!r}")
 
     def cancel(self) -> bool:

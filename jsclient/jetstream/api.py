@@ -466,13 +466,13 @@ def decode_reply(data: bytes, kind: type[T]) -> T:
         raise JetStreamAPIError(0, 0, f"unexpected JetStream API reply ({exc}): {data[:200]!r}") from None
 
 
-_PUB_ACK_DECODER = msgspec.json.Decoder(PubAck)
+PUB_ACK_DECODER = msgspec.json.Decoder(PubAck)
 
 
 def decode_pub_ack(data: bytes) -> PubAck:
     if b'"error"' not in data:
         try:
-            return _PUB_ACK_DECODER.decode(data)
+            return PUB_ACK_DECODER.decode(data)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise JetStreamAPIError(0, 0, f"unexpected publish ack: {data[:200]!r}") from None
     try:

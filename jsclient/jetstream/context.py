@@ -555,10 +555,19 @@ def _no_stream(subject: str) -> NoStreamResponseError:
 
 
 def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
-    """The ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
-    if not msg.data and status_of(msg.header) == 503:
+    """Reader thread: the ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
+    data = msg.data
+    if data and b'"error"' not in data:
+        try:
+            return _decode_plain_ack(data)  # the common case, without a call in between
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass  # decode_pub_ack names the problem
+    elif not data and status_of(msg.header) == 503:
         raise _no_stream(subject)
-    return api.decode_pub_ack(msg.data)
+    return api.decode_pub_ack(data)
+
+
+_decode_plain_ack = api.PUB_ACK_DECODER.decode
 
 
 def _publish_headers(
