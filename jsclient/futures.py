@@ -144,20 +144,25 @@ class ReplyFuture(Future[T]):
             else:
                 self._exception = error
             self._state = _FINISHED
-            if self._sleepers:
-                for sleeper in self._sleepers:
-                    sleeper.release()
-            if self._waiter_list:
-                for waiter in self._waiter_list:
-                    if error is None:
-                        waiter.add_result(self)
-                    else:
-                        waiter.add_exception(self)
-            callbacks = self._callback_list
-        if callbacks:
-            for call in callbacks:  # each only posts to the events thread
-                call(self)
+            callbacks = self._wake("add_result" if error is None else "add_exception")
+        self._post(callbacks)
         return True
+
+    def _wake(self, tell: str) -> list[Callable[[Future[T]], object]] | None:
+        """Under the lock, once done: wake the sleepers, tell the ``wait()`` waiters; the callbacks to post."""
+        if self._sleepers:
+            for sleeper in self._sleepers:
+                sleeper.release()
+        if self._waiter_list:
+            for waiter in self._waiter_list:
+                getattr(waiter, tell)(self)
+        return self._callback_list
+
+    def _post(self, callbacks: list[Callable[[Future[T]], object]] | None) -> None:
+        """After the lock: run the done-callbacks (each only posts to the events thread)."""
+        if callbacks:
+            for call in callbacks:
+                call(self)
 
     def set_result(self, result: T) -> None:
         if not self.settle(result, None):
@@ -174,16 +179,8 @@ class ReplyFuture(Future[T]):
             if self._state in (_CANCELLED, _CANCELLED_AND_NOTIFIED):
                 return True
             self._state = _CANCELLED_AND_NOTIFIED  # no executor will do the notifying
-            if self._sleepers:
-                for sleeper in self._sleepers:
-                    sleeper.release()
-            if self._waiter_list:
-                for waiter in self._waiter_list:
-                    waiter.add_cancelled(self)
-            callbacks = self._callback_list
-        if callbacks:
-            for call in callbacks:  # each only posts to the events thread
-                call(self)
+            callbacks = self._wake("add_cancelled")
+        self._post(callbacks)
         return True
 
     # -- reading -------------------------------------------------------------

@@ -217,6 +217,16 @@ def test_publish_async_100k_every_future_resolved(js: jsclient.JetStream) -> Non
     assert js.publish_async_pending == 0
 
 
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "5", True])
+def test_publish_async_bad_timeout_rejected_before_sending(js: jsclient.JetStream, timeout: object) -> None:
+    js.add_stream(name="BADTIMEOUT", subjects=["badtimeout"], storage="memory")
+    with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
+        js.publish_async("badtimeout", b"x", timeout=timeout)  # type: ignore[arg-type]
+    assert js.publish_async_pending == 0
+    assert js.publish_async("badtimeout", b"y").result(timeout=5).seq == 1  # nothing else went out
+    assert js.stream_info("BADTIMEOUT").state.messages == 1
+
+
 def test_publish_async_window_blocks_then_times_out(server: NatsServer) -> None:
     with jsclient.connect(server.url) as nc:
         nc.subscribe("silent.stream")  # takes the publish, never acks
