@@ -144,6 +144,8 @@ class ReplyFuture(Future[T]):
             else:
                 self._exception = error
             self._state = _FINISHED
+            if self._sleepers is None and self._waiter_list is None and self._callback_list is None:
+                return True  # the common case: nobody to tell
             callbacks = self._wake("add_result" if error is None else "add_exception")
         self._post(callbacks)
         return True
