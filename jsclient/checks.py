@@ -21,14 +21,11 @@ def whole(name: str, value: Any, minimum: int = 1) -> int:
 
 def seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
     """A finite number of seconds, > 0 (or >= 0 with ``allow_zero``)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or math.isnan(value)
-        or math.isinf(value)
-        or value < 0
-        or (value == 0 and not allow_zero)
-    ):
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if math.isnan(number) or math.isinf(number) or number < 0 or (number == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise InvalidArgumentError(f"{name} must be a number of seconds {bound}, not {value!r}")
-    return float(value)
+    return number

@@ -112,7 +112,7 @@ from .errors import (
     TLSError,
     server_error,
 )
-from .futures import ReplyFuture, ReplyKind
+from .futures import ReplyFuture, ReplyKind, settle_lock
 from .headers import HeadersInput, status_of
 from .headers import encode as encode_headers
 from .message import Msg
@@ -143,13 +143,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("jsclient")
 
 RECV_SIZE = 256 * 1024
+FEED_CHUNK = 16 * 1024
 #: Async requests do not wake the flusher while it polls: their sender usually
 #: sends them itself when it waits on a future (a wake-up per batch costs more
 #: than the batch), and otherwise the flusher sends them within this many seconds.
 DEFERRED_SEND = 0.001
+DEFERRED_SEND_MAX = 0.004
 #: While async requests are out, their deadlines are swept at least this often
-#: (seconds); a sweep also drops the entries of requests already answered, so
-#: the deadline queues hold about this long's worth, not a whole timeout's.
+#: (seconds), and sooner when one is due sooner.
 SWEEP_EVERY = 0.5
 #: After the reader hands a reply to a thread in request(), it leaves the
 #: socket to request() callers (who read their own replies, see _ReadSide)
@@ -431,7 +432,7 @@ class Connection:
         self._closed_event = threading.Event()
         self._timers = Scheduler()
         self._watchdog_scheduler: Scheduler | None = None
-        self._deadlines: dict[float, deque[tuple[float, str]]] = {}
+        # timeout -> tokens of the async requests made with it, oldest first (their futures hold the due times)
         self._deadline_lock = threading.Lock()
         self._sweeping = False
         weakref.finalize(self, _finalize, self._io, self._timers)
@@ -1142,7 +1143,15 @@ class Connection:
             self._connection_lost(error or ConnectionResetError("server closed the connection"), side.gen)
             return None
         try:
-            return self._handle_events(side.parser.feed(side.view[:n]))
+            if n <= FEED_CHUNK:
+                return self._handle_events(side.parser.feed(side.view[:n]))
+            answered = False
+            feed = side.parser.feed
+            view = side.view
+            for start in range(0, n, FEED_CHUNK):
+                if self._handle_events(feed(view[start : min(n, start + FEED_CHUNK)])):
+                    answered = True
+            return answered
         except ProtocolError as exc:
             self._report_error(exc)
             failure: Exception = exc
@@ -1177,7 +1186,7 @@ class Connection:
         if not self._resp_prefix:
             self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
-        fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, kind)
+        fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, kind, timeout)
         self._resp_waiters[token] = fut
         try:
             # Not sent here: the waiter or the flusher sends many async requests in one write.
@@ -1186,11 +1195,7 @@ class Connection:
             self._resp_waiters.pop(token, None)
             raise
         self._unpark()  # this reply is for no request() caller to read
-        deadlines = self._deadlines.get(timeout)
-        if deadlines is None:
-            deadlines = self._deadlines.setdefault(timeout, deque())
-        deadlines.append((time.monotonic() + timeout, token))
-        if not self._sweeping:  # checked after the append: see _sweep_deadlines
+        if not self._sweeping:  # checked after the future is listed: see _sweep_deadlines
             self._start_sweeping(timeout)
         return fut
 
@@ -1226,34 +1231,34 @@ class Connection:
                 self._timers.call_later(min(timeout, SWEEP_EVERY), self._sweep_deadlines)
 
     def _sweep_deadlines(self) -> None:
-        """Timer thread: fail the async requests whose deadline passed, forget answered ones; reschedule."""
+        """Timer thread: fail the async requests whose deadline passed; come back while any are out.
+
+        It looks at every request in flight (in a copy: the reader pops
+        replies meanwhile), at most every SWEEP_EVERY unless one is due
+        sooner, so a request costs the sweeper nothing once answered.
+        """
         now = time.monotonic()
-        expired: list[tuple[ReplyFuture[Any], float]] = []
-        next_due: float | None = None
         waiting = self._resp_waiters
-        for timeout, queue_ in list(self._deadlines.items()):
-            while queue_:
-                due, token = queue_[0]
-                if due > now and token in waiting:
-                    break  # the oldest unanswered request is not due yet
-                queue_.popleft()
-                if due <= now:
-                    pending = waiting.pop(token, None)
-                    if isinstance(pending, ReplyFuture):
-                        expired.append((pending, timeout))
-            if queue_:
-                due = queue_[0][0]
-                next_due = due if next_due is None else min(next_due, due)
+        expired: list[tuple[ReplyFuture[Any], BaseException]] = []
+        next_due: float | None = None
+        for token, pending in waiting.copy().items():  # copy() runs no Python code, so no thread cuts in
+            if not isinstance(pending, ReplyFuture):
+                continue  # a request() caller keeps its own time
+            due = pending.due
+            if due > now:
+                if next_due is None or due < next_due:
+                    next_due = due
+            elif waiting.pop(token, None) is pending:  # else its reply came in just now
+                error = TimeoutError(f"request to {pending.subject!r}: no response within {pending.timeout} s")
+                expired.append((pending, error))
         if expired:
-            _fail_all(
-                [(fut, TimeoutError(f"request to {fut.subject!r}: no response within {t} s")) for fut, t in expired]
-            )
+            _fail_all(expired)
         with self._deadline_lock:
             if next_due is None:
-                # Stop, then look again: a request appends its deadline before it checks
+                # Stop, then look again: a request lists its future before it checks
                 # _sweeping, so it either is seen here or sees False and starts a sweep.
                 self._sweeping = False
-                if not any(self._deadlines.values()):
+                if not any(isinstance(pending, ReplyFuture) for pending in waiting.copy().values()):
                     return
                 self._sweeping = True
         delay = 0.02 if next_due is None else max(0.02, min(next_due - time.monotonic(), SWEEP_EVERY))
@@ -1297,48 +1302,63 @@ class Connection:
         token_at = len(self._resp_prefix)
         n_in = 0
         bytes_in = 0
-        for ev in events:
-            if ev.__class__ is Msg:
-                n_in += 1
-                bytes_in += len(ev.data)
-                ev._conn = self
-                sid = ev.sid
-                if sid == resp_sid:
-                    waiter = resp_waiters.pop(ev.subject[token_at:], None)
-                    if waiter is None:
+        held = None  # the futures' lock, held through a run of async replies (taken once, not per reply)
+        try:
+            for ev in events:
+                if ev.__class__ is Msg:
+                    n_in += 1
+                    bytes_in += len(ev.data)
+                    ev._conn = self
+                    sid = ev.sid
+                    if sid == resp_sid:
+                        waiter = resp_waiters.pop(ev.subject[token_at:], None)
+                        if waiter is None:
+                            continue
+                        if isinstance(waiter, _Waiter):
+                            waiter.fill(ev)
+                            answered = True
+                        else:
+                            if held is None:
+                                held = settle_lock()
+                                held.acquire()
+                            _settle_reply(waiter, ev)
+                            settled.append(waiter.kind)
                         continue
-                    if isinstance(waiter, _Waiter):
-                        waiter.fill(ev)
-                        answered = True
-                    else:
-                        _settle_reply(waiter, ev)
-                        settled.append(waiter.kind)
+                    if held is not None:
+                        held.release()  # it is a leaf lock: subscriptions have their own
+                        held = None
+                    sub = subs.get(sid)
+                    if sub is None:
+                        continue
+                    sub._deliver(ev)
+                    touched.add(sub)
+                    if sub.max_msgs and sub.received >= sub.max_msgs:
+                        with self._sub_lock:
+                            subs.pop(sid, None)
+                        sub._mark_closed(SubscriptionClosedError, discard=False)
                     continue
-                sub = subs.get(sid)
-                if sub is None:
-                    continue
-                sub._deliver(ev)
-                touched.add(sub)
-                if sub.max_msgs and sub.received >= sub.max_msgs:
-                    with self._sub_lock:
-                        subs.pop(sid, None)
-                    sub._mark_closed(SubscriptionClosedError, discard=False)
-            elif ev.__class__ is Ping:
-                self._append_quiet(PONG)
-            elif ev.__class__ is Pong:
-                self._pings_out = 0
-                with self._write_lock:
-                    waiter = self._pongs.popleft() if self._pongs else None
-                if waiter is not None:
-                    waiter.fill()
-            elif ev.__class__ is Info:
-                self._apply_info(ev.data)
-                if ev.data.get("ldm"):
-                    self._lame_duck()
-            elif ev.__class__ is Err:
-                err = server_error(ev.text)
-                self._last_error = err
-                self._report_error(err)
+                if held is not None:
+                    held.release()
+                    held = None
+                if ev.__class__ is Ping:
+                    self._append_quiet(PONG)
+                elif ev.__class__ is Pong:
+                    self._pings_out = 0
+                    with self._write_lock:
+                        waiter = self._pongs.popleft() if self._pongs else None
+                    if waiter is not None:
+                        waiter.fill()
+                elif ev.__class__ is Info:
+                    self._apply_info(ev.data)
+                    if ev.data.get("ldm"):
+                        self._lame_duck()
+                elif ev.__class__ is Err:
+                    err = server_error(ev.text)
+                    self._last_error = err
+                    self._report_error(err)
+        finally:
+            if held is not None:
+                held.release()
         self.in_msgs += n_in
         self.in_bytes += bytes_in
         if settled:
@@ -1696,6 +1716,8 @@ def _park(ref: weakref.ReferenceType[Connection], side: _ReadSide) -> None:
 
 
 def _flusher_main(ref: weakref.ReferenceType[Connection], kick: threading.Event) -> None:
+    poll_every = DEFERRED_SEND
+    sent = False
     while True:
         conn = ref()
         if conn is None:
@@ -1708,14 +1730,20 @@ def _flusher_main(ref: weakref.ReferenceType[Connection], kick: threading.Event)
                     return
                 taken = conn._take_buffer()
                 if taken is None:
-                    # Poll while async requests keep coming (DEFERRED_SEND), else sleep until kicked.
-                    poll = DEFERRED_SEND if conn._deferred else None
+                    # Poll while async requests keep coming, else sleep until kicked.  A poll
+                    # that found nothing means their senders send them: look half as often.
+                    if not sent:
+                        poll_every = min(2 * poll_every, DEFERRED_SEND_MAX)
+                    sent = False
+                    poll = poll_every if conn._deferred else None
                     conn._deferred = False
                     conn._flusher_idle = True
                     conn._flusher_polling = poll is not None
                     kick.clear()
                 else:
                     conn._flusher_idle = conn._flusher_polling = False
+                    sent = True
+                    poll_every = DEFERRED_SEND
             if taken is not None:
                 conn._sendall(*taken)
                 continue
@@ -1757,27 +1785,33 @@ def _count_settled(kinds: list[ReplyKind]) -> None:
 
 
 def _settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
-    """Reader thread: resolve an async request with its reply (decoded, or as no-responders)."""
+    """Reader thread, holding settle_lock(): resolve an async request with its reply (decoded, or as no-responders)."""
     decode = fut.kind.decode
     if decode is not None:
         try:
             result = decode(msg, fut.subject)
         except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
-            fut.settle(None, exc)
+            fut.settle_locked(None, exc)
         else:
-            fut.settle(result, None)
+            fut.settle_locked(result, None)
     elif not msg.data and status_of(msg.header) == 503:
-        fut.settle(None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
+        fut.settle_locked(None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
     else:
-        fut.settle(msg, None)
+        fut.settle_locked(msg, None)
 
 
 def _fail_all(failed: list[tuple[ReplyFuture[Any], BaseException]]) -> None:
-    for fut, error in failed:
-        fut.settle(None, error)
+    with settle_lock():
+        for fut, error in failed:
+            fut.settle_locked(None, error)
     _count_settled([fut.kind for fut, _ in failed])
 
 
+_HUGE = 1 << 53  # an int timeout past this is left to seconds(), which names the problem
+
+
 def _check_timeout(timeout: Any) -> None:
-    if type(timeout) is not float or not 0 < timeout < math.inf:
+    """seconds() for the hot paths: a positive finite float or int (not a bool) passes with two tests."""
+    kind = type(timeout)
+    if not ((kind is float and 0 < timeout < math.inf) or (kind is int and 0 < timeout < _HUGE)):
         seconds("timeout", timeout)

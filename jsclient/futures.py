@@ -3,18 +3,20 @@
 A :class:`ReplyFuture` is a ``concurrent.futures.Future`` built to be cheap
 while thousands of them are in flight:
 
-* The garbage collector tracks two objects of it (itself and its lock), not
-  eleven.  An async publish keeps its future alive until the ack returns,
-  long enough for the collector's generations to walk it again and again,
-  and with stock Futures those walks took half of ``publish_async``'s CPU.
-  So the lock is a plain ``RLock`` rather than a ``threading.Condition``,
-  and the lists of sleepers, ``wait()`` waiters and done-callbacks exist
-  only once somebody needs them.
+* The garbage collector tracks one object of it, not eleven.  An async
+  publish keeps its future alive until the ack returns, long enough for the
+  collector's generations to walk it again and again, and with stock
+  Futures those walks took half of ``publish_async``'s CPU.  So there is no
+  lock per future: one module-wide lock (:func:`settle_lock`) guards every
+  ReplyFuture's state, and the lists of sleepers, ``wait()`` waiters and
+  done-callbacks exist only once somebody needs them.  The lock is held
+  only for a few stores (never for I/O or user code), so sharing it costs
+  nothing measurable, and a reader settling many replies takes it once.
 * Its done-callbacks are user code, so they are posted to the connection's
   events thread instead of running on whichever thread resolves the future
   (the reader, the timer, or a thread closing the connection).
 * Reading a settled future takes no lock; settling one nobody waits on is
-  two stores under its lock.
+  two stores under the lock.
 * ``cancel()`` also tells ``concurrent.futures.wait``/``as_completed`` at once
   (a stock Future waits for an executor to do that, and ours have none).
 
@@ -23,14 +25,19 @@ uses them is replaced here; the tests check that against the running
 Python's Future and run ``result``, ``exception``, ``cancel``, ``wait``,
 ``as_completed`` and done-callbacks against ReplyFuture.
 
-Threads: any thread may call any method; ``_condition`` guards the state,
-the result and the three lists.
+Threads: any thread may call any method; :func:`settle_lock` guards the
+state, the result and the three lists of every ReplyFuture.  Nothing that
+blocks happens under it: stores, releasing sleepers, telling the standard
+``wait()`` waiters (their own short locks), posting callbacks to the events
+queue.
 """
 
 from __future__ import annotations
 
 import _thread
 import functools
+import math
+import os
 import queue
 import time
 from collections.abc import Callable
@@ -39,6 +46,8 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+_monotonic = time.monotonic
 
 
 def _states() -> tuple[str, str, str, str, str]:
@@ -85,11 +94,26 @@ class ReplyKind:
 
 _PLAIN = ReplyKind()
 
+_lock = _thread.RLock()
+
+
+def settle_lock() -> _thread.RLock:
+    """The lock of every ReplyFuture: a reader settling a run of replies holds it once for all of them."""
+    return _lock
+
+
+def _new_lock_after_fork() -> None:
+    global _lock
+    _lock = _thread.RLock()  # a thread of the parent may have held it; that thread is gone
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
+
 
 class ReplyFuture(Future[T]):
     """A future resolved by a connection thread; done-callbacks run on its events thread."""
 
-    __slots__ = ("_condition", "_events", "kind", "subject")
+    __slots__ = ("_events", "due", "kind", "subject", "timeout")
 
     # Class defaults until set: a new future stores only what differs between futures.
     _state = _PENDING
@@ -105,12 +129,18 @@ class ReplyFuture(Future[T]):
         events: queue.SimpleQueue[Callable[[], object] | None],
         subject: str,
         kind: ReplyKind = _PLAIN,
+        timeout: float = math.inf,
     ) -> None:
-        # Future.__init__'s fields: the lock stands in for its condition; the rest are class defaults.
-        self._condition = _thread.RLock()  # type: ignore[assignment]
+        # Future.__init__'s fields are class defaults, and the shared lock stands in for its condition.
         self._events = events
         self.subject = subject
         self.kind = kind
+        self.timeout = timeout
+        self.due = _monotonic() + timeout  # when the connection's deadline sweeper fails it
+
+    @property
+    def _condition(self) -> _thread.RLock:  # type: ignore[override]
+        return _lock
 
     # Future's list fields, made when first touched (always under _condition).
     @property
@@ -136,35 +166,34 @@ class ReplyFuture(Future[T]):
         Connection threads call this; False when the future was already done
         (cancelled by the user).
         """
-        with self._condition:
-            if self._state not in _OPEN:
-                return False
-            if error is None:
-                self._result = result
-            else:
-                self._exception = error
-            self._state = _FINISHED
-            if self._sleepers is None and self._waiter_list is None and self._callback_list is None:
-                return True  # the common case: nobody to tell
-            callbacks = self._wake("add_result" if error is None else "add_exception")
-        self._post(callbacks)
+        with _lock:
+            return self.settle_locked(result, error)
+
+    def settle_locked(self, result: T | None, error: BaseException | None) -> bool:
+        """:meth:`settle` for a caller holding :func:`settle_lock`."""
+        if self._state not in _OPEN:
+            return False
+        if error is None:
+            self._result = result
+        else:
+            self._exception = error
+        self._state = _FINISHED
+        if self._sleepers is None and self._waiter_list is None and self._callback_list is None:
+            return True  # the common case: nobody to tell
+        self._wake("add_result" if error is None else "add_exception")
         return True
 
-    def _wake(self, tell: str) -> list[Callable[[Future[T]], object]] | None:
-        """Under the lock, once done: wake the sleepers, tell the ``wait()`` waiters; the callbacks to post."""
+    def _wake(self, tell: str) -> None:
+        """Under the lock, once done: wake the sleepers, tell the ``wait()`` waiters, post the callbacks."""
         if self._sleepers:
             for sleeper in self._sleepers:
                 sleeper.release()
         if self._waiter_list:
             for waiter in self._waiter_list:
                 getattr(waiter, tell)(self)
-        return self._callback_list
-
-    def _post(self, callbacks: list[Callable[[Future[T]], object]] | None) -> None:
-        """After the lock: run the done-callbacks (each only posts to the events thread)."""
-        if callbacks:
-            for call in callbacks:
-                call(self)
+        if self._callback_list:
+            for call in self._callback_list:
+                call(self)  # only posts to the events thread
 
     def set_result(self, result: T) -> None:
         if not self.settle(result, None):
@@ -175,14 +204,13 @@ class ReplyFuture(Future[T]):
             raise InvalidStateError(f"{self._state}: {self!r}")
 
     def cancel(self) -> bool:
-        with self._condition:
+        with _lock:
             if self._state in (_RUNNING, _FINISHED):
                 return False
             if self._state in (_CANCELLED, _CANCELLED_AND_NOTIFIED):
                 return True
             self._state = _CANCELLED_AND_NOTIFIED  # no executor will do the notifying
-            callbacks = self._wake("add_cancelled")
-        self._post(callbacks)
+            self._wake("add_cancelled")
         return True
 
     # -- reading -------------------------------------------------------------
@@ -209,7 +237,7 @@ class ReplyFuture(Future[T]):
         if self._state is _PENDING and self.kind.before_wait is not None:
             self.kind.before_wait()
         deadline = None if timeout is None else time.monotonic() + timeout
-        lock = self._condition
+        lock = _lock
         lock.acquire()
         try:
             while True:
@@ -240,11 +268,11 @@ class ReplyFuture(Future[T]):
         def call(fut: Future[T]) -> None:
             post(functools.partial(fn, fut))
 
-        with self._condition:
+        with _lock:
             if self._state in _OPEN:
                 self._done_callbacks.append(call)
                 return
         call(self)
 
 
-__all__ = ["ReplyFuture", "ReplyKind"]
+__all__ = ["ReplyFuture", "ReplyKind", "settle_lock"]

@@ -178,6 +178,20 @@ def test_invalid_subscribe_arguments(nc: jsclient.Connection) -> None:
         nc.flush(timeout=0)
 
 
+@pytest.mark.parametrize("timeout", [0, -1, -0.5, float("nan"), float("inf"), 10**400, "5", True, None])
+def test_request_bad_timeout_rejected_before_sending(nc: jsclient.Connection, timeout: object) -> None:
+    sub = nc.subscribe("svc.timeouts", cb=lambda m: m.respond(m.data))
+    nc.flush()
+    for call in (nc.request, nc.request_async):
+        with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
+            call("svc.timeouts", b"x", timeout=timeout)  # type: ignore[operator]
+    assert nc.stats()["out_msgs"] == 0
+    # Whole seconds as an int are a timeout too, and the connection is still fine.
+    assert nc.request("svc.timeouts", b"a", timeout=5).data == b"a"
+    assert nc.request_async("svc.timeouts", b"b", timeout=5).result(timeout=5).data == b"b"
+    sub.unsubscribe()
+
+
 def test_slow_consumer_drops_counts_and_reports(server: NatsServer, error_log: ErrorLog) -> None:
     nc = jsclient.connect(server.url, error_cb=error_log)
     try:
