@@ -503,6 +503,24 @@ def test_request_async_errors_resolve_every_future(nc: jsclient.Connection) -> N
         pending.result(timeout=5)
 
 
+def test_request_async_mixed_timeouts_expire_each_on_its_own(nc: jsclient.Connection) -> None:
+    # The deadline sweeper looks at every request in flight: a short timeout behind long ones
+    # still fires on time, the long ones stay pending, and answered ones never time out.
+    nc.subscribe("async.mute")
+    nc.subscribe("async.echo", cb=lambda m: m.respond(m.data))
+    nc.flush()
+    long_ones = [nc.request_async("async.mute", b"", timeout=30) for _ in range(50)]
+    answered = [nc.request_async("async.echo", b"%d" % i, timeout=0.5) for i in range(50)]
+    short_ones = [nc.request_async("async.mute", b"", timeout=0.3) for _ in range(50)]
+    for fut in short_ones:  # a plain concurrent.futures TimeoutError here would mean the sweeper never ran
+        with pytest.raises(jsclient.TimeoutError, match=r"async\.mute.*0\.3 s"):
+            fut.result(timeout=10)
+    assert [f.result(timeout=0).data for f in answered] == [b"%d" % i for i in range(50)]
+    time.sleep(0.6)  # past every short deadline, twice
+    assert not any(f.done() for f in long_ones)
+    assert nc.request("async.echo", b"still fine", timeout=5).data == b"still fine"
+
+
 def test_request_async_callbacks_never_run_on_the_reader(nc: jsclient.Connection) -> None:
     attached = threading.Event()
 
