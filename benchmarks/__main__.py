@@ -8,7 +8,8 @@ client inherits another's threads or event loop.  On a machine with two or
 more cores the server, feeder and responder are pinned to core 0 and the
 measured client to core 1, the same for every client, so the infrastructure
 does not steal the client's core at random (unpinned runs here varied by 2x).  Each pair runs ``--repeat``
-times and the median is reported, with the ratio to nats-py and the target.
+times, the clients of a row taking turns, and the median is reported, with the ratio to nats-py and the
+target.
 These are measurements, not tests: nothing here asserts a time.
 """
 
@@ -162,10 +163,16 @@ def main() -> None:
             prepare(server.url, args.scale)
         try:
             for row in rows:
+                # Clients take turns within each repeat, so a machine that speeds up or slows
+                # down during a row weighs on every client's median alike.
+                runs: dict[str, list[float]] = {client: [] for client in row.clients}
+                for _ in range(args.repeat):
+                    for client in row.clients:
+                        rate = measure(client, row, server.url, args.scale)
+                        if rate is not None:
+                            runs[client].append(rate)
                 results[row.key] = {}
-                for client in row.clients:
-                    runs = [measure(client, row, server.url, args.scale) for _ in range(args.repeat)]
-                    ok = [r for r in runs if r is not None]
+                for client, ok in runs.items():
                     results[row.key][client] = statistics.median(ok) if ok else None
                     print(f"  {row.key:<20} {client:<9} {results[row.key][client] or 0:>12,.0f}", file=sys.stderr)
         finally:
