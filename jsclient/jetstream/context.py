@@ -94,7 +94,7 @@ class JetStream:
         self._blocked = 0  # publishers waiting for the window to reopen
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
         self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, conn._send_pending)
-        self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 4)
+        self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 8)
         self._pending_lock = threading.Lock()
         self._pending_cond = threading.Condition(self._pending_lock)
 
@@ -491,7 +491,7 @@ class JetStream:
         """Publish without waiting: a Future resolved with the PubAck, an API error or a timeout.
 
         Blocks (up to ``timeout``) while ``publish_async_max_pending`` acks are
-        outstanding, resuming once a quarter of them have settled.  Every
+        outstanding, resuming once an eighth of them have settled.  Every
         future resolves; none hangs.
         """
         hdrs = _publish_headers(
@@ -531,7 +531,7 @@ class JetStream:
         """Reader or timer thread (or a failed publish): ``settled`` async publishes settled."""
         with self._pending_lock:
             self._pending -= settled
-            # A full window wakes its publishers only once a quarter has drained (or all of it):
+            # A full window wakes its publishers only once an eighth has drained (or all of it):
             # waking them for every single ack would cost a thread switch per message.
             if self._pending == 0 or (self._blocked and self._pending <= self._resume_at):
                 self._pending_cond.notify_all()
