@@ -73,7 +73,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from types import TracebackType
@@ -1776,12 +1776,9 @@ def _events_main(events: queue.SimpleQueue[Callable[[], object] | None]) -> None
 
 def _count_settled(kinds: list[ReplyKind]) -> None:
     """Tell each kind's on_settle hook how many of its futures just settled: once per kind, not per future."""
-    counts: dict[ReplyKind, int] = {}
-    for kind in kinds:
+    for kind, n in Counter(kinds).items():  # counted in C
         if kind.on_settle is not None:
-            counts[kind] = counts.get(kind, 0) + 1
-    for kind, n in counts.items():
-        kind.on_settle(n)  # type: ignore[misc]  # not None: counted only then
+            kind.on_settle(n)
 
 
 def _settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
