@@ -128,7 +128,7 @@ def machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     parser.add_argument("--rows", default="", help="comma-separated row keys (default: all)")
     parser.add_argument("--json", default="", help="also write the results to this file")
@@ -140,7 +140,9 @@ def main() -> None:
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
         rows = [r for r in rows if r.key in saved["results"]]
-        (print_rst if args.rst else print_table)(rows, saved["results"], saved.get("date"), saved.get("machine"))
+        (print_rst if args.rst else print_table)(
+            rows, saved["results"], saved.get("date"), saved.get("machine"), saved.get("repeat", 3)
+        )
         return
     results: dict[str, dict[str, float | None]] = {}
     with NatsServer(jetstream=True) as server:
@@ -178,9 +180,9 @@ def main() -> None:
         finally:
             responder.kill()
             responder.wait()
-    (print_rst if args.rst else print_table)(rows, results)
+    (print_rst if args.rst else print_table)(rows, results, repeat=args.repeat)
     if args.json:
-        saved = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "results": results}
+        saved = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "repeat": args.repeat, "results": results}
         Path(args.json).write_text(json.dumps(saved, indent=2))
 
 
@@ -190,9 +192,13 @@ def _ratio(row: Row, res: dict[str, float | None]) -> float | None:
 
 
 def print_rst(
-    rows: list[Row], results: dict[str, dict[str, float | None]], date: str | None = None, host: str | None = None
+    rows: list[Row],
+    results: dict[str, dict[str, float | None]],
+    date: str | None = None,
+    host: str | None = None,
+    repeat: int = 3,
 ) -> None:
-    print(f"Measured {date or time.strftime('%Y-%m-%d')} on {host or machine()}, medians of 3 runs, by")
+    print(f"Measured {date or time.strftime('%Y-%m-%d')} on {host or machine()}, medians of {repeat} runs, by")
     print("``make bench`` (clients pinned to one core, server and feeders to the other).\n")
     widths = (48, 12, 12, 12, 12, 8, 8)
     names = ("row", "jsclient", "nats-py", "pynats2", "raw", "ratio", "target")
@@ -219,10 +225,15 @@ def print_rst(
 
 
 def print_table(
-    rows: list[Row], results: dict[str, dict[str, float | None]], date: str | None = None, host: str | None = None
+    rows: list[Row],
+    results: dict[str, dict[str, float | None]],
+    date: str | None = None,
+    host: str | None = None,
+    repeat: int = 3,
 ) -> None:
     print(f"\njsclient benchmarks, {date or time.strftime('%Y-%m-%d')}, {host or machine()}")
-    print("rates are medians; ratio = jsclient / nats-py; raw = pre-encoded frames on a bare socket\n")
+    print(f"rates are medians of {repeat} runs; ratio = jsclient / nats-py; raw = pre-encoded frames on a bare socket")
+    print()
     head = f"{'row':<36}{'jsclient':>12}{'nats-py':>12}{'pynats2':>12}{'raw':>12}{'ratio':>8}{'target':>8}  ok"
     print(head)
     print("-" * len(head))
