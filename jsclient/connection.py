@@ -149,6 +149,13 @@ FEED_CHUNK = 16 * 1024
 #: than the batch), and otherwise the flusher sends them within this many seconds.
 DEFERRED_SEND = 0.001
 DEFERRED_SEND_MAX = 0.004
+#: An async request is sent at once, not left for a waiter or the flusher,
+#: when the async requests still in the buffer are at least 1/SEND_SHARE of
+#: all requests outstanding: while the server has plenty to answer they
+#: gather into one write, and when it is about to run dry they leave now.
+#: A lone request goes at once.  Alternating 0 (never) with 2, 3 and 4 in one
+#: process: 3 gave +11% at 16 requests in flight and +7% for publish_async.
+SEND_SHARE = 3
 #: While async requests are out, their deadlines are swept at least this often
 #: (seconds), and sooner when one is due sooner.
 SWEEP_EVERY = 0.5
@@ -393,6 +400,7 @@ class Connection:
         self._flusher_idle = False  # asleep: an append must kick it (or, if polling, may leave it a moment)
         self._flusher_polling = False  # asleep for at most DEFERRED_SEND
         self._deferred = False  # a deferred append happened since the flusher last looked
+        self._unsent_requests = 0  # async requests in _wbuf, guarded by _write_lock (see SEND_SHARE)
         self._plain_kind = ReplyKind(before_wait=self._send_pending)  # request_async's futures
         self._io = _Link(self._kick)
         self._pongs: deque[_Waiter | None] = deque()
@@ -598,6 +606,7 @@ class Connection:
                 frames = self._resubscribe_frames() if reconnect else b""
                 data = frames + self._wbuf
                 self._wbuf = bytearray()
+                self._unsent_requests = 0
                 self._wbuf_pings = 0
                 self._pings_out = 0
                 self._state = State.CONNECTED
@@ -745,6 +754,8 @@ class Connection:
             buf += b"\r\n"
             self.out_msgs += 1
             self.out_bytes += n
+            if defer:
+                self._unsent_requests += 1
             if sending:
                 pass
             elif defer and (self._flusher_polling or not self._flusher_idle):
@@ -762,6 +773,7 @@ class Connection:
         if not data or self._io.transport is None:
             return None
         self._wbuf = bytearray()
+        self._unsent_requests = 0
         pings, self._wbuf_pings = self._wbuf_pings, 0
         return data, pings
 
@@ -1195,6 +1207,8 @@ class Connection:
             self._resp_waiters.pop(token, None)
             raise
         self._unpark()  # this reply is for no request() caller to read
+        if SEND_SHARE * self._unsent_requests >= len(self._resp_waiters):
+            self._send_soon()  # the server is about to run out of requests to answer
         if not self._sweeping:  # checked after the future is listed: see _sweep_deadlines
             self._start_sweeping(timeout)
         return fut
@@ -1517,6 +1531,7 @@ class Connection:
             with contextlib.suppress(OSError):
                 transport.close()  # closes the child's descriptor only; no shutdown
         self._wbuf = bytearray()  # the parent's unsent bytes are the parent's to send
+        self._unsent_requests = 0
         self._pongs.clear()
         self._wbuf_pings = 0
         self._resp_waiters.clear()
