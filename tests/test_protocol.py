@@ -116,6 +116,71 @@ def test_a_run_of_plain_msgs_stops_where_it_cannot_be_sure() -> None:
     assert [ev for i in range(len(wire)) for ev in one_by_one.feed(wire[i : i + 1])] == expected
 
 
+def long_run_wire() -> tuple[bytes, list[MsgEvent]]:
+    """Long runs of MSG frames (as acks and deliveries arrive), with everything that must cut a run short."""
+    wire = b""
+    expected: list[MsgEvent] = []
+
+    def msg(subject: str, sid: int, reply: str | None, payload: bytes) -> None:
+        nonlocal wire
+        r = f" {reply}".encode() if reply else b""
+        wire += b"MSG %s %d%s %d\r\n%s\r\n" % (subject.encode(), sid, r, len(payload), payload)
+        expected.append(MsgEvent(subject, sid, reply, None, payload))
+
+    for i in range(20):
+        msg(f"_INBOX.x.{i}", 1, None, b'{"seq":%d}' % i)
+    for i in range(15):
+        msg("orders.new", 2, f"$JS.ACK.S.C.1.{i}.{i}.0.0", b"o%d" % i)
+    for i in range(12):  # the CRLF payload cuts the run at its 10th frame
+        msg("crlf", 3, None, b"a\r\nb" if i == 9 else b"p%d" % i)
+    wire += b"HMSG h 4 12 13\r\nNATS/1.0\r\n\r\nq\r\n"
+    expected.append(MsgEvent("h", 4, None, b"NATS/1.0\r\n\r\n", b"q"))
+    for i in range(9):  # one frame of another width in the middle
+        msg("mixed", 5, "r" if i == 4 else None, b"")
+    for i in range(10):
+        msg("MSG", 6, None, b"MSG %d" % i)  # a subject and payloads that look like the operation
+    return wire, expected
+
+
+def test_long_runs_parse_the_same_whole_split_and_byte_by_byte() -> None:
+    wire, expected = long_run_wire()
+    assert Parser().feed(wire) == expected
+    one_by_one = Parser()
+    assert [ev for i in range(len(wire)) for ev in one_by_one.feed(wire[i : i + 1])] == expected
+    for cut in range(0, len(wire), 97):
+        parser = Parser()
+        assert parser.feed(wire[:cut]) + parser.feed(wire[cut:]) == expected
+    tail = Parser()
+    assert tail.feed(wire + b"MSG last 7 4\r\nxy") == expected  # the partial frame waits
+    assert tail.feed(b"z!\r\n") == [MsgEvent("last", 7, None, None, b"xyz!")]
+
+
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        (b"MSG b\tc 2 0\r\n\r\n", b"b\tc 2 0"),
+        (b"MSG \xff 1 0\r\n\r\n", b"\xff 1 0"),
+        (b"MSG a 1 x\r\n\r\n", b"a 1 x"),
+        (b"MSG a one 0\r\n\r\n", b"a one 0"),
+        (b"MSG a 1 -1\r\n\r\n", b"a 1 -1"),
+        (b"MSG a 1 0 0 0\r\n\r\n", b"a 1 0 0 0"),
+    ],
+)
+def test_malformed_frame_inside_a_long_run_raises_naming_it(bad: bytes, fragment: bytes) -> None:
+    good = b"".join(b"MSG s.%d 1 2\r\nok\r\n" % i for i in range(12))
+    for wire in (good + bad + good, bad + good, good + good + bad):
+        parser = Parser()
+        with pytest.raises(ProtocolError) as info:
+            parser.feed(wire)
+        assert repr(fragment)[2:-1] in str(info.value)
+
+
+def test_overlong_line_inside_a_long_run_raises() -> None:
+    good = b"".join(b"MSG s.%d 1 2\r\nok\r\n" % i for i in range(12))
+    with pytest.raises(ProtocolError, match="control line too long"):
+        Parser(max_control_line=64).feed(good + b"MSG " + b"a" * 100 + b" 1 2\r\nok\r\n" + good)
+
+
 def test_lowercase_and_tab_separated_operations() -> None:
     events = Parser().feed(b"ping\r\nmsg\tfoo\t1\t2\r\nhi\r\npong\r\n")
     assert events == [Ping(), MsgEvent("foo", 1, None, None, b"hi"), Pong()]
@@ -167,7 +232,7 @@ def header_block(value: bytes) -> bytes:
             st.binary(max_size=300),
             st.booleans(),  # a PING after it: without, plain MSGs form runs (parsed by one split)
         ),
-        max_size=12,
+        max_size=40,  # long runs as well as short ones
     ),
     cuts=st.lists(st.integers(min_value=0, max_value=5000), max_size=8),
 )
