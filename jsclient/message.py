@@ -35,17 +35,16 @@ class Msg(MsgEvent):
     """A message as delivered: subject, reply, data, headers (and JetStream metadata).
 
     Built by the reader's parser (see :class:`MsgEvent` for the fields);
-    ``_conn`` is set before the message is handed out.  ``_headers``,
-    ``_metadata`` and ``_ack_state`` are filled on first use, so a message
-    that is only read costs nothing for them.
+    ``_conn`` is set before the message is handed out.  ``_headers`` and
+    ``_metadata`` stay None until first asked for, and ``_ack_state`` is
+    ACK_OPEN until an ack is sent, so a message that is only read costs
+    nothing for them.
     """
 
-    __slots__ = ("_ack_state", "_conn", "_headers", "_metadata")
-
-    _conn: Connection | None
-    _headers: Headers
-    _metadata: MsgMetadata
-    _ack_state: int
+    _conn: Connection | None = None
+    _headers: Headers | None = None
+    _metadata: MsgMetadata | None = None
+    _ack_state: int = ACK_OPEN
 
     @classmethod
     def make(
@@ -66,11 +65,10 @@ class Msg(MsgEvent):
     @property
     def headers(self) -> Headers:
         """The message's headers (empty when it had none)."""
-        try:
-            return self._headers
-        except AttributeError:
+        h = self._headers
+        if h is None:
             h = self._headers = parse(self.header) if self.header else Headers()
-            return h
+        return h
 
     @property
     def status(self) -> int | None:
@@ -81,7 +79,7 @@ class Msg(MsgEvent):
         """Publish ``data`` to this message's reply subject."""
         if not self.reply:
             raise InvalidArgumentError(f"message on {self.subject!r} has no reply subject to respond to")
-        conn = getattr(self, "_conn", None)
+        conn = self._conn
         if conn is None:
             raise InvalidArgumentError("message is not attached to a connection")
         # Sent at once, not via the flusher: a requester is waiting on it.
@@ -93,16 +91,15 @@ class Msg(MsgEvent):
     @property
     def metadata(self) -> MsgMetadata:
         """Stream/consumer sequences, delivery count, pending, timestamp, domain."""
-        try:
-            return self._metadata
-        except AttributeError:
+        meta = self._metadata
+        if meta is None:
             meta = self._metadata = parse_metadata(self.reply)
-            return meta
+        return meta
 
     @property
     def is_acked(self) -> bool:
         """A terminal ack has been sent (or acks are disabled for its consumer)."""
-        return getattr(self, "_ack_state", ACK_OPEN) != ACK_OPEN
+        return self._ack_state != ACK_OPEN
 
     def ack(self) -> None:
         """Acknowledge: the message is done."""
@@ -130,14 +127,14 @@ class Msg(MsgEvent):
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it."""
-        if getattr(self, "_ack_state", ACK_OPEN) != ACK_OPEN:
+        if self._ack_state != ACK_OPEN:
             return
         conn = self._ack_target()
         conn.request(self.reply, b"+ACK", timeout=timeout)  # type: ignore[arg-type]
         self._ack_state = ACK_TERMINAL
 
     def _ack(self, payload: bytes, terminal: bool) -> None:
-        if getattr(self, "_ack_state", ACK_OPEN) != ACK_OPEN:
+        if self._ack_state != ACK_OPEN:
             return
         conn = self._ack_target()
         conn._publish_raw(self.reply, payload)  # type: ignore[arg-type]
@@ -149,7 +146,7 @@ class Msg(MsgEvent):
             raise BadAckSubjectError(
                 f"message on {self.subject!r} is not a JetStream message (reply {self.reply!r}); it cannot be acked"
             )
-        conn: Connection | None = getattr(self, "_conn", None)
+        conn: Connection | None = self._conn
         if conn is None:
             raise InvalidArgumentError("message is not attached to a connection")
         return conn
