@@ -184,7 +184,7 @@ def test_request_bad_timeout_rejected_before_sending(nc: jsclient.Connection, ti
     nc.flush()
     for call in (nc.request, nc.request_async):
         with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
-            call("svc.timeouts", b"x", timeout=timeout)  # type: ignore[operator]
+            call("svc.timeouts", b"x", timeout=timeout)  # type: ignore[arg-type]
     assert nc.stats()["out_msgs"] == 0
     # Whole seconds as an int are a timeout too, and the connection is still fine.
     assert nc.request("svc.timeouts", b"a", timeout=5).data == b"a"
