@@ -45,10 +45,14 @@ def test_request_reply(server: NatsServer, capsys: pytest.CaptureFixture[str]) -
     th = threading.Thread(target=main, args=(["reply", "cli.svc", "echo:{data}", "--server", server.url, "-n", "1"],))
     th.start()
     time.sleep(0.5)
-    code, out, _ = run(capsys, "req", "cli.svc", "ping", "--server", server.url, "--json")
+    code = main(["req", "cli.svc", "ping", "--server", server.url, "--json"])
     th.join(10)
-    assert code == EXIT_OK
-    assert json.loads(out.splitlines()[-1])["data"] == "echo:ping"
+    assert code == EXIT_OK and not th.is_alive()
+    # Both commands print to this process's stdout, in whichever order their threads get there.
+    lines = capsys.readouterr().out.splitlines()
+    assert "answered request on cli.svc" in lines
+    replies = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [r["data"] for r in replies] == ["echo:ping"]
 
 
 def test_stream_consumer_and_kv_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
