@@ -40,6 +40,10 @@ Above both sits the read side's token (one thread at a time reads and
 parses): it is taken with nothing else held, and its holder may take the
 two above while routing (a PONG, a lost connection), never the reverse.
 
+The futures' lock (:func:`jsclient.futures.settle_lock`) is held by the
+reader through a run of async replies and released before anything else
+is routed; only decoding replies, stores and wake-ups happen under it.
+
 ``_sub_lock`` (never nested with the two above) guards creating and removing
 subscriptions; the reader looks subscriptions up in a dict without it, which
 is atomic.  Request waiters live in a dict keyed by token, also read by the
@@ -148,6 +152,8 @@ FEED_CHUNK = 16 * 1024
 #: sends them itself when it waits on a future (a wake-up per batch costs more
 #: than the batch), and otherwise the flusher sends them within this many seconds.
 DEFERRED_SEND = 0.001
+#: A poll that finds the buffer already sent (the waiting threads send first)
+#: makes the flusher poll half as often, down to once in this many seconds.
 DEFERRED_SEND_MAX = 0.004
 #: An async request is sent at once, not left for a waiter or the flusher,
 #: when the async requests still in the buffer are at least 1/SEND_SHARE of
@@ -440,8 +446,7 @@ class Connection:
         self._closed_event = threading.Event()
         self._timers = Scheduler()
         self._watchdog_scheduler: Scheduler | None = None
-        # timeout -> tokens of the async requests made with it, oldest first (their futures hold the due times)
-        self._deadline_lock = threading.Lock()
+        self._deadline_lock = threading.Lock()  # guards _sweeping (see _sweep_deadlines)
         self._sweeping = False
         weakref.finalize(self, _finalize, self._io, self._timers)
 
