@@ -10,7 +10,8 @@ Threads (all daemons, named):
   do the same routing itself to read its own reply (see :class:`_ReadSide`):
   one thread at a time, the same non-blocking code.  Such a caller polls
   the socket for up to ``spin_wait`` before it sleeps, backing off when
-  replies take longer (:class:`SpinBackoff`).
+  replies take longer (:class:`SpinBackoff`); so does the reader itself
+  while async requests are out.
 * ``jsclient-flusher`` sends the write buffer.  ``publish`` only appends
   encoded frames, so many frames leave in one ``sendall``.  When the buffer
   passes ``max_pending_size`` the publishing thread sends it itself (that is
@@ -258,7 +259,9 @@ class _ReadSide:
     A caller alone on the socket polls it for ``spin_wait`` before it
     sleeps, as :class:`SpinBackoff` allows: on a virtual machine, waking a
     halted CPU for the reply can take longer than the server took to
-    answer.  ``spin``, like the parser, belongs to whoever holds ``token``.
+    answer.  The reader polls the same way while async requests are out
+    (see _poll_before_recv).  ``spin``, like the parser, belongs to
+    whoever holds ``token``.
     """
 
     __slots__ = (
@@ -1686,12 +1689,18 @@ def _reader_main(ref: weakref.ReferenceType[Connection], side: _ReadSide) -> Non
     token = side.token
     recv_into = side.transport.recv_into
     buffer = side.buffer
+    answered: bool | None = False
     while True:
         with token:
             conn = ref()
             if conn is None or conn._io.reading is not side:
                 return
+            # Not after answering a request() caller: with threads waking for their replies, a polling
+            # reader would be one more thread taking the GIL in turns (-20% for 16 such threads).
+            spin = conn._spin if not answered and conn._resp_waiters and side.sock is not None else 0.0
             del conn  # no strong reference while blocked in recv: the connection stays collectable
+            if spin:
+                _poll_before_recv(side, spin)
             n, error = _recv(recv_into, buffer)
             conn = ref()
             if conn is None:
@@ -1703,6 +1712,26 @@ def _reader_main(ref: weakref.ReferenceType[Connection], side: _ReadSide) -> Non
             del conn
         if park:
             _park(ref, side)
+
+
+def _poll_before_recv(side: _ReadSide, spin: float) -> None:
+    """Reader, holding the token, while async requests are out: poll up to ``spin`` before recv sleeps.
+
+    Their replies come back in waves, and between two waves the reader would
+    sleep and then be woken, which on a virtual machine costs more than the
+    wait (the same reason request() callers poll).  Each poll first yields
+    the core to any thread that can run, such as the one sending requests.
+    """
+    until = side.spin.until(time.monotonic(), spin)
+    if not until:
+        return
+    poll = side.poller.poll
+    while not poll(0):
+        if time.monotonic() >= until:
+            side.spin.ended(hit=False)
+            return
+        os.sched_yield()
+    side.spin.ended(hit=True)
 
 
 def _recv(recv_into: Callable[[bytearray], int], buffer: bytearray) -> tuple[int, Exception | None]:

@@ -71,7 +71,8 @@ class Options:
     max_outstanding_pings: int = 2
     #: Seconds a thread reading its own reply (see ``request``) polls the
     #: socket before it sleeps, while replies keep coming back that fast;
-    #: 0 never polls (nor does a one-CPU machine).  On virtual machines
+    #: the reader thread does the same while async requests are out.  0
+    #: never polls (nor does a one-CPU machine).  On virtual machines
     #: waking a sleeping thread can cost more than a round trip to a server
     #: nearby.
     spin_wait: float = 0.0002

@@ -7,11 +7,13 @@ import gc
 import threading
 import time
 import weakref
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Iterator
 
 import pytest
 
 import jsclient
+from jsclient.connection import _ReadSide
 from jsclient.server import NatsServer
 
 from .conftest import ErrorLog, request_ended_by
@@ -686,30 +688,68 @@ def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> N
     assert [spin.until(0.0, 0.5) for _ in range(3)] == [0.0, 0.0, 0.5]
 
 
-def test_spinning_backs_off_from_a_slow_responder_and_comes_back(server: NatsServer) -> None:
-    # White-box like the test above: how long a caller polls is invisible through the API.
+QuickAndSlow = tuple[jsclient.Connection, _ReadSide, jsclient.Connection]
+
+
+@pytest.fixture
+def quick_and_slow(server: NatsServer) -> Iterator[QuickAndSlow]:
+    """Responders on svc.quick ("re:" + data at once) and svc.slow ("slow:" + data after 30 ms each), and two
+    requesters: one polling for up to 5 ms (with its read side), one that never polls (spin_wait=0)."""
     fast = _echo_responder(server, "svc.quick")
     slow = jsclient.connect(server.url)
     slow.subscribe("svc.slow", cb=lambda m: (time.sleep(0.03), m.respond(b"slow:" + m.data)))
     slow.flush()
     try:
         with jsclient.connect(server.url, spin_wait=0.005) as nc, jsclient.connect(server.url, spin_wait=0) as calm:
-            deadline = time.monotonic() + 20
             side = nc._io.reading
             assert side is not None
-            i = 0
-            while side.spin.misses < 2 and time.monotonic() < deadline:
-                i += 1
-                assert nc.request("svc.slow", b"%d" % i).data == b"slow:%d" % i
-            assert side.spin.misses >= 2, "no request() caller ever polled for the slow replies"
-            assert side.spin.skip >= 4
-            while side.spin.misses and time.monotonic() < deadline:
-                i += 1
-                assert nc.request("svc.quick", b"%d" % i).data == b"re:%d" % i
-            assert side.spin.misses == 0, "fast replies never brought polling back"
-            for j in range(5):
-                assert calm.request("svc.slow", b"%d" % j).data == b"slow:%d" % j
-            assert calm._io.reading is not None and calm._io.reading.spin.misses == 0
+            yield nc, side, calm
     finally:
         slow.close()
         fast.close()
+
+
+def test_spinning_backs_off_from_a_slow_responder_and_comes_back(quick_and_slow: QuickAndSlow) -> None:
+    # White-box like the test above: how long a caller polls is invisible through the API.
+    nc, side, calm = quick_and_slow
+    deadline = time.monotonic() + 20
+    i = 0
+    while side.spin.misses < 2 and time.monotonic() < deadline:
+        i += 1
+        assert nc.request("svc.slow", b"%d" % i).data == b"slow:%d" % i
+    assert side.spin.misses >= 2, "no request() caller ever polled for the slow replies"
+    assert side.spin.skip >= 4
+    while side.spin.misses and time.monotonic() < deadline:
+        i += 1
+        assert nc.request("svc.quick", b"%d" % i).data == b"re:%d" % i
+    assert side.spin.misses == 0, "fast replies never brought polling back"
+    for j in range(5):
+        assert calm.request("svc.slow", b"%d" % j).data == b"slow:%d" % j
+    assert calm._io.reading is not None and calm._io.reading.spin.misses == 0
+
+
+def test_reader_polls_for_async_replies_backs_off_and_loses_none(quick_and_slow: QuickAndSlow) -> None:
+    # White-box like the test above for how long the reader polls; through the API, every async reply
+    # must arrive whether the reader polled for it, slept after a poll ran out, or sat polls out.
+    nc, side, calm = quick_and_slow
+    deadline = time.monotonic() + 20
+    i = 0
+    while side.spin.misses < 2 and time.monotonic() < deadline:
+        futures = [nc.request_async("svc.slow", b"%d" % (i + k), timeout=5) for k in range(4)]
+        assert [f.result(5).data for f in futures] == [b"slow:%d" % (i + k) for k in range(4)]
+        i += 4
+    assert side.spin.misses >= 2, "the reader never polled for async replies"
+    assert side.spin.skip >= 1
+    window: deque[tuple[int, concurrent.futures.Future[jsclient.Msg]]] = deque()
+    while (side.spin.misses or window) and time.monotonic() < deadline:
+        if len(window) >= 8 or (not side.spin.misses and window):
+            k, fut = window.popleft()
+            assert fut.result(5).data == b"re:%d" % k
+        else:
+            i += 1
+            window.append((i, nc.request_async("svc.quick", b"%d" % i, timeout=5)))
+    assert not window
+    assert side.spin.misses == 0, "fast async replies never brought the reader's polling back"
+    futures = [calm.request_async("svc.slow", b"%d" % k, timeout=5) for k in range(4)]
+    assert [f.result(5).data for f in futures] == [b"slow:%d" % k for k in range(4)]
+    assert calm._io.reading is not None and calm._io.reading.spin.misses == 0  # spin_wait=0: never polled
