@@ -6,6 +6,7 @@ what a real server will not (garbage bytes, a frame cut in half) and say so.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import multiprocessing
 import os
@@ -495,6 +496,46 @@ def test_request_loop_survives_a_restart() -> None:
             assert not wrong, wrong[:3]
             assert answered_before == 200 and answered_after == 200, (answered_before, answered_after)
             assert events.reconnected >= 1
+        finally:
+            nc.close()
+            responder.close()
+
+
+def test_async_requests_out_across_a_restart_all_resolve() -> None:
+    # While async requests are out the reader polls the socket before it sleeps (_poll_before_recv); the
+    # server leaving mid-poll must end in a reconnect, with every future resolved and no reply misrouted.
+    events = Events()
+    with NatsServer(jetstream=False) as server:
+        responder = connect(server.url)
+        responder.subscribe("svc.paced", cb=lambda m: (time.sleep(0.002), m.respond(b"re:" + m.data)))
+        responder.flush()
+        nc = connect(server.url, events)
+        try:
+            futures = [nc.request_async("svc.paced", b"%d" % i, timeout=2) for i in range(300)]
+            assert futures[9].result(timeout=5).data == b"re:9"  # answers are coming in, the rest are out
+            server.restart()
+            not_done = concurrent.futures.wait(futures, timeout=15).not_done
+            assert not not_done, f"{len(not_done)} futures never resolved"
+            answered = 0
+            for i, fut in enumerate(futures):
+                error = fut.exception()
+                if error is None:
+                    assert fut.result().data == b"re:%d" % i
+                    answered += 1
+                else:
+                    assert isinstance(error, jsclient.TimeoutError), error  # sent before the restart, lost with it
+            assert answered >= 10, answered  # the ones before the restart, and any the responder sent after it
+            events.wait(lambda: events.reconnected >= 1)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:  # until the responder is back too
+                try:
+                    after = nc.request_async("svc.paced", b"after", timeout=1).result(timeout=5)
+                except (jsclient.TimeoutError, jsclient.NoRespondersError):
+                    continue
+                assert after.data == b"re:after"
+                break
+            else:
+                pytest.fail("no async request was answered after the restart")
         finally:
             nc.close()
             responder.close()
