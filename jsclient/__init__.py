@@ -10,6 +10,12 @@ from .errors import (
     BadHeaderError,
     BadPayloadError,
     BadSubjectError,
+    BatchDuplicateMsgIdError,
+    BatchIncompleteError,
+    BatchNotEnabledError,
+    BatchPublishError,
+    BatchTooLargeError,
+    BatchTooManyInflightError,
     BucketNotFoundError,
     ConnectionClosedError,
     ConnectionLostError,
@@ -47,6 +53,7 @@ from .errors import (
     TLSError,
 )
 from .headers import Headers
+from .jetstream.batch import AtomicBatch, BatchAck
 from .jetstream.context import JetStream
 from .jetstream.kv import KeyValue
 from .message import Msg
@@ -54,10 +61,18 @@ from .options import Options
 from .subscription import Subscription
 
 __all__ = [
+    "AtomicBatch",
     "AuthorizationError",
     "BadHeaderError",
     "BadPayloadError",
     "BadSubjectError",
+    "BatchAck",
+    "BatchDuplicateMsgIdError",
+    "BatchIncompleteError",
+    "BatchNotEnabledError",
+    "BatchPublishError",
+    "BatchTooLargeError",
+    "BatchTooManyInflightError",
     "BucketNotFoundError",
     "Connection",
     "ConnectionClosedError",

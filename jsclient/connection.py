@@ -703,7 +703,13 @@ class Connection:
 
     # -- writing -------------------------------------------------------------
     def _append(
-        self, frame: bytes, flush_now: bool = False, payload_size: int = -1, subscription: bool = False
+        self,
+        frame: bytes,
+        flush_now: bool = False,
+        payload_size: int = -1,
+        subscription: bool = False,
+        *,
+        messages: int = 1,
     ) -> None:
         """Queue a frame; ``flush_now`` sends it from this thread unless a send is under way.
 
@@ -726,12 +732,12 @@ class Connection:
                         f"({len(buf)} of {self.options.reconnect_buf_size} bytes used); it was not sent"
                     )
                 if payload_size >= 0:
-                    self.out_msgs += 1
+                    self.out_msgs += messages
                     self.out_bytes += payload_size
                 buf += frame
                 return
             if payload_size >= 0:
-                self.out_msgs += 1
+                self.out_msgs += messages
                 self.out_bytes += payload_size
             buf += frame
             big = len(buf) >= self._max_pending
@@ -906,6 +912,16 @@ class Connection:
         else:
             frame = b"PUB %s%s %d\r\n%s\r\n" % (subj, rep, n, payload)
         self._append(frame, flush_now, n)
+
+    def publish_encoded(self, frames: bytes, *, messages: int, payload_bytes: int) -> None:
+        """Queue ``messages`` PUB/HPUB frames encoded by the caller (``jsclient.protocol.encode_*``).
+
+        For batch publishers (atomic batches, the Spark sink) that validate
+        subjects once and encode thousands of frames without a call per
+        message.  Nothing here checks the frames: a malformed one makes the
+        server close the connection.
+        """
+        self._append(frames, False, payload_bytes, messages=messages)
 
     def _publish_raw(self, subject: str, payload: bytes) -> None:
         """Publish to a server-made subject (acks, flow control): no validation, no caching."""

@@ -229,6 +229,37 @@ class DirectGetDisabledError(JetStreamAPIError):
     """The stream's allow_direct is off, so nothing answers a direct get."""
 
 
+class BatchPublishError(JetStreamAPIError):
+    """An atomic batch (ADR-50) was refused or abandoned: none of its messages were stored."""
+
+
+class BatchNotEnabledError(BatchPublishError):
+    """The stream does not take atomic batches (create it with allow_atomic=True)."""
+
+
+class BatchIncompleteError(BatchPublishError):
+    """The server abandoned the batch (a message was lost, or it sat idle over 10 s); nothing was stored.
+
+    Retriable: the same messages may be sent again as a new batch.
+    """
+
+    retriable = True
+
+
+class BatchTooLargeError(BatchPublishError):
+    """The batch has more messages than the server allows (1,000 unless the server is configured otherwise)."""
+
+
+class BatchTooManyInflightError(BatchPublishError):
+    """The stream (50) or server (1,000) has too many batches open; retriable."""
+
+    retriable = True
+
+
+class BatchDuplicateMsgIdError(BatchPublishError):
+    """A message of the batch has a Nats-Msg-Id the stream already holds; the whole batch was refused."""
+
+
 class NoStreamResponseError(JetStreamError):
     """A JetStream publish reached no stream (no stream listens on the subject)."""
 
@@ -253,6 +284,15 @@ API_ERRORS: dict[int, type[JetStreamAPIError]] = {
     10149: ConsumerDoesNotExistError,
     10027: MaximumStreamsError,
     10026: MaximumConsumersError,
+    10174: BatchNotEnabledError,
+    10175: BatchPublishError,  # sequence missing
+    10176: BatchIncompleteError,
+    10177: BatchPublishError,  # unsupported header (Nats-Expected-Last-Msg-Id)
+    10179: BatchPublishError,  # id over 64 characters
+    10199: BatchTooLargeError,
+    10200: BatchPublishError,  # commit header neither 1 nor eob
+    10201: BatchDuplicateMsgIdError,
+    10210: BatchTooManyInflightError,
 }
 
 

@@ -168,7 +168,12 @@ def status_of(block: bytes | None) -> int | None:
 
 
 def parse(block: bytes) -> Headers:
-    """Parse a raw NATS/1.0 header block (as carried by HMSG)."""
+    """Parse a raw NATS/1.0 header block (as carried by HMSG).
+
+    Values keep their own leading and trailing spaces (only the single space
+    after the colon is a separator), so a header read and written back is
+    unchanged.
+    """
     if not block.startswith(VERSION_LINE):
         raise ProtocolError(f"header block does not start with NATS/1.0: {block[:64]!r}")
     text = block.decode("utf-8", "replace")  # once per block, not once per line
@@ -191,9 +196,11 @@ def parse(block: bytes) -> Headers:
         name = name.strip()
         if not sep or not name:
             raise ProtocolError(f"malformed header line: {line[:64]!r}")
+        if value[:1] == " ":
+            value = value[1:]  # the one space encode() writes; the rest is the value, byte for byte
         values = hmap.get(name)
         if values is None:
-            hmap[name] = [value.strip()]
+            hmap[name] = [value]
         else:
-            values.append(value.strip())
+            values.append(value)
     return headers

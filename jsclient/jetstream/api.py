@@ -219,6 +219,7 @@ class StreamConfig(_Struct):
     metadata: dict[str, str] | UnsetType = UNSET
     allow_msg_ttl: bool | UnsetType = UNSET
     subject_delete_marker_ttl: Duration | UnsetType = UNSET
+    allow_atomic: bool | UnsetType = UNSET  # ADR-50 atomic batch publish (server 2.12+)
 
 
 class LostStreamData(_Reply):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,7 +33,7 @@ from ..errors import (
 from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
 from ..protocol import check_publish_subject, check_subscribe_subject
-from . import api
+from . import api, batch
 from .api import (
     AccountInfo,
     ConsumerConfig,
@@ -43,6 +43,7 @@ from .api import (
     StreamConfig,
     StreamInfo,
 )
+from .batch import AtomicBatch, BatchAck
 from .direct import DirectBatch, StoredMessage, direct_get, direct_get_batch, direct_get_last_for_subjects
 from .kv import KeyValue, bucket_config, check_bucket, open_bucket
 from .ordered import OrderedSubscription, subscribe_ordered
@@ -526,6 +527,21 @@ class JetStream:
         except BaseException:
             self._release_pending(1)
             raise
+
+    def publish_batch(
+        self, messages: Iterable[Any], *, timeout: float | None = None, batch_id: str | None = None
+    ) -> BatchAck:
+        """Publish up to 1,000 messages as one atomic batch (ADR-50): all are stored, or none.
+
+        ``messages`` are ``(subject, data)`` pairs or mappings with the keys
+        subject, data, headers, msg_id; every one is checked before anything
+        is sent.  The stream needs ``allow_atomic=True`` (server 2.12+).
+        """
+        return batch.publish_batch(self, messages, timeout=timeout, batch_id=batch_id)
+
+    def atomic_batch(self, timeout: float | None = None) -> AtomicBatch:
+        """``with js.atomic_batch() as b: b.add(subject, data)``: commits on exit, sends nothing on an error."""
+        return AtomicBatch(self, timeout)
 
     def _release_pending(self, settled: int) -> None:
         """Reader or timer thread (or a failed publish): ``settled`` async publishes settled."""

@@ -1,0 +1,230 @@
+"""Atomic batch publish (ADR-50): every message of a batch is stored, or none is.
+
+Runs on the caller's thread; no state outlives a call, so nothing here is
+locked.  A batch is validated whole before its first byte is sent.  Its
+members go out as one run of HPUB frames without reply subjects (the server
+answers a member only when asked, and the commit's ack is the only answer
+that matters); the last message carries ``Nats-Batch-Commit: 1`` and is sent
+as a request whose reply is the batch's ack or the error that abandoned it.
+An :class:`AtomicBatch` keeps its messages on the client until ``commit()``,
+so an abandoned batch costs the server nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..errors import InvalidArgumentError, JetStreamAPIError, NoRespondersError, api_error
+from ..headers import Headers, HeadersInput, encode
+from ..payload import as_bytes
+from ..protocol import check_publish_subject
+from . import api
+
+if TYPE_CHECKING:
+    from .context import JetStream
+
+#: The server's default limit of messages per atomic batch (it does not advertise its own).
+MAX_BATCH_MESSAGES = 1000
+MAX_BATCH_ID = 64
+BATCH_ID = "Nats-Batch-Id"
+BATCH_SEQUENCE = "Nats-Batch-Sequence"
+BATCH_COMMIT = "Nats-Batch-Commit"
+_FORBIDDEN = ("Nats-Expected-Last-Msg-Id", BATCH_ID, BATCH_SEQUENCE, BATCH_COMMIT)
+
+
+class BatchAck(msgspec.Struct, kw_only=True, frozen=True):
+    """The ack of a committed batch: ``seq`` is its last message's stream sequence."""
+
+    stream: str
+    seq: int
+    count: int
+    batch: str
+    domain: str | None = None
+
+
+class _BatchAckReply(msgspec.Struct):
+    stream: str = ""
+    seq: int = 0
+    count: int = 0
+    batch: str = ""
+    domain: str | None = None
+    error: api.APIErrorBody | None = None
+
+
+def decode_batch_ack(data: bytes) -> BatchAck:
+    try:
+        reply = msgspec.json.decode(data, type=_BatchAckReply)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise JetStreamAPIError(0, 0, f"unexpected batch ack: {data[:200]!r}") from None
+    if reply.error is not None:
+        e = reply.error
+        raise api_error(e.code, e.err_code, e.description)
+    if not reply.stream or not reply.count:
+        raise JetStreamAPIError(0, 0, f"batch ack without a stream or count (not an atomic batch?): {data[:200]!r}")
+    return BatchAck(stream=reply.stream, seq=reply.seq, count=reply.count, batch=reply.batch, domain=reply.domain)
+
+
+class _Member(msgspec.Struct, gc=False):
+    subject: str
+    payload: bytes
+    headers: Headers | None
+
+
+def member(entry: Any, index: int) -> _Member:
+    """One batch entry, validated: ``(subject, data)`` or a mapping with subject, data, headers, msg_id."""
+    if isinstance(entry, Mapping):
+        unknown = set(entry) - {"subject", "data", "headers", "msg_id"}
+        if unknown:
+            raise InvalidArgumentError(f"batch message {index}: unknown key(s) {sorted(unknown)}")
+        subject, data = entry.get("subject"), entry.get("data", b"")
+        headers_in: HeadersInput | None = entry.get("headers")
+        msg_id = entry.get("msg_id")
+    elif isinstance(entry, tuple) and len(entry) == 2:
+        (subject, data), headers_in, msg_id = entry, None, None
+    else:
+        raise InvalidArgumentError(
+            f"batch message {index} must be a (subject, data) pair or a mapping, not {type(entry).__name__}"
+        )
+    if not isinstance(subject, str):
+        raise InvalidArgumentError(f"batch message {index}: subject must be a str, not {subject!r}")
+    check_publish_subject(subject)
+    headers = Headers(headers_in) if headers_in is not None else None
+    if headers is not None:
+        for name in _FORBIDDEN:
+            if name in headers:
+                raise InvalidArgumentError(f"batch message {index}: header {name} cannot be used in an atomic batch")
+    if msg_id is not None:
+        if not isinstance(msg_id, str) or not msg_id:
+            raise InvalidArgumentError(f"batch message {index}: msg_id must be a non-empty str, not {msg_id!r}")
+        headers = headers if headers is not None else Headers()
+        headers["Nats-Msg-Id"] = msg_id
+    return _Member(subject, as_bytes(data), headers)
+
+
+def member_frame(subject: bytes, header_lines: bytes, batch_id: bytes, seq: int, payload: bytes) -> bytes:
+    """One batch member as an HPUB frame; ``header_lines`` are the user's ``Name: value\\r\\n`` lines."""
+    header = b"NATS/1.0\r\n%sNats-Batch-Id: %s\r\nNats-Batch-Sequence: %d\r\n\r\n" % (header_lines, batch_id, seq)
+    hl = len(header)
+    return b"HPUB %s %d %d\r\n%s%s\r\n" % (subject, hl, hl + len(payload), header, payload)
+
+
+def header_lines(headers: Headers | None) -> bytes:
+    """The ``Name: value`` lines of a header block, without the version line and the blank line."""
+    return encode(headers)[10:-2] if headers else b""
+
+
+def check_batch_id(batch_id: str) -> bytes:
+    if not isinstance(batch_id, str) or not batch_id or len(batch_id) > MAX_BATCH_ID:
+        raise InvalidArgumentError(f"batch_id must be a str of 1 to {MAX_BATCH_ID} characters, not {batch_id!r}")
+    check_publish_subject(batch_id, "batch_id")  # no whitespace: it travels in a header
+    return batch_id.encode()
+
+
+def send_batch(
+    js: JetStream,
+    members: list[_Member],
+    *,
+    batch_id: str,
+    timeout: float,
+    encoded: bytes = b"",
+    encoded_count: int = 0,
+    encoded_bytes: int = 0,
+) -> BatchAck:
+    """Send ``encoded`` (members 1..encoded_count, already framed) then ``members``; the last commits.
+
+    ``members`` must not be empty: its last one is the commit.
+    """
+    conn = js.conn
+    bid = check_batch_id(batch_id)
+    limit = conn.max_payload
+    total = encoded_count + len(members)
+    if total > MAX_BATCH_MESSAGES:
+        raise InvalidArgumentError(
+            f"an atomic batch holds at most {MAX_BATCH_MESSAGES} messages (the server's default limit), not {total}"
+        )
+    for m in members:
+        size = len(m.payload) + (len(encode(m.headers)) if m.headers else 0) + 80
+        if size > limit:
+            raise InvalidArgumentError(
+                f"batch message to {m.subject!r} of about {size} bytes exceeds the server's max_payload of {limit}"
+            )
+    parts = [encoded]
+    payload_bytes = encoded_bytes
+    for seq, m in enumerate(members[:-1], encoded_count + 1):
+        parts.append(member_frame(m.subject.encode(), header_lines(m.headers), bid, seq, m.payload))
+        payload_bytes += len(m.payload)
+    if total > 1:
+        conn.publish_encoded(b"".join(parts), messages=total - 1, payload_bytes=payload_bytes)
+    last = members[-1]
+    commit = Headers(last.headers) if last.headers else Headers()
+    commit[BATCH_ID] = batch_id
+    commit[BATCH_SEQUENCE] = str(total)
+    commit[BATCH_COMMIT] = "1"
+    try:
+        reply = conn.request(last.subject, last.payload, timeout=timeout, headers=commit)
+    except NoRespondersError:
+        from .context import _no_stream
+
+        raise _no_stream(last.subject) from None
+    return decode_batch_ack(reply.data)
+
+
+def publish_batch(
+    js: JetStream, messages: Iterable[Any], *, timeout: float | None = None, batch_id: str | None = None
+) -> BatchAck:
+    members = [member(entry, i) for i, entry in enumerate(messages)]
+    if not members:
+        raise InvalidArgumentError("publish_batch needs at least one message")
+    return send_batch(js, members, batch_id=batch_id or uuid.uuid4().hex, timeout=timeout or js.timeout)
+
+
+class AtomicBatch:
+    """Messages gathered on the client and published as one atomic batch by :meth:`commit`.
+
+    As a context manager it commits on a clean exit and abandons (sends
+    nothing) when the block raises.  One thread at a time.
+    """
+
+    def __init__(self, js: JetStream, timeout: float | None = None) -> None:
+        self._js = js
+        self._timeout = timeout
+        self._members: list[_Member] = []
+        self.ack: BatchAck | None = None
+
+    def add(
+        self, subject: str, data: bytes = b"", *, headers: HeadersInput | None = None, msg_id: str | None = None
+    ) -> None:
+        if self.ack is not None:
+            raise InvalidArgumentError("this atomic batch was already committed")
+        if len(self._members) >= MAX_BATCH_MESSAGES:
+            raise InvalidArgumentError(f"an atomic batch holds at most {MAX_BATCH_MESSAGES} messages")
+        entry = {"subject": subject, "data": data, "headers": headers, "msg_id": msg_id}
+        self._members.append(member(entry, len(self._members)))
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def commit(self) -> BatchAck:
+        if self.ack is not None:
+            return self.ack
+        if not self._members:
+            raise InvalidArgumentError("an atomic batch needs at least one message to commit")
+        js = self._js
+        self.ack = send_batch(js, self._members, batch_id=uuid.uuid4().hex, timeout=self._timeout or js.timeout)
+        return self.ack
+
+    def __enter__(self) -> AtomicBatch:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self._members.clear()  # abandoned: nothing was sent

@@ -1,0 +1,101 @@
+"""Atomic batch publish (ADR-50) against the bundled nats-server: all stored or none."""
+
+from __future__ import annotations
+
+import pytest
+
+import jsclient
+from jsclient.server import NatsServer
+
+
+@pytest.fixture
+def atomic(js: jsclient.JetStream) -> jsclient.JetStream:
+    js.add_stream(name="ATOM", subjects=["atom.>"], allow_atomic=True, allow_direct=True, duplicate_window=60)
+    return js
+
+
+def test_commit_stores_every_message_in_order(atomic: jsclient.JetStream) -> None:
+    ack = atomic.publish_batch(
+        [("atom.a", b"1"), {"subject": "atom.b", "data": b"2", "headers": {"K": " v "}}, ("atom.a", b"3")]
+    )
+    assert (ack.stream, ack.seq, ack.count) == ("ATOM", 3, 3) and ack.batch
+    stored = list(atomic.direct_get_batch("ATOM", "atom.>", batch=10))
+    assert [(m.subject, m.data) for m in stored] == [("atom.a", b"1"), ("atom.b", b"2"), ("atom.a", b"3")]
+    assert stored[1].headers["K"] == " v "
+    assert stored[2].headers["Nats-Batch-Commit"] == "1"  # the server marks the committing message
+
+
+def test_a_batch_of_one_and_of_a_thousand(atomic: jsclient.JetStream) -> None:
+    assert atomic.publish_batch([("atom.one", b"x")]).count == 1
+    ack = atomic.publish_batch([(f"atom.{i % 7}", b"%d" % i) for i in range(1000)])
+    assert (ack.count, ack.seq) == (1000, 1001)
+    assert atomic.stream_info("ATOM").state.messages == 1001
+
+
+def test_context_manager_commits_or_sends_nothing(atomic: jsclient.JetStream) -> None:
+    with atomic.atomic_batch() as batch:
+        batch.add("atom.x", b"1")
+        batch.add("atom.y", b"2", msg_id="m-2")
+    assert batch.ack is not None and batch.ack.count == 2
+    with pytest.raises(RuntimeError, match="changed my mind"), atomic.atomic_batch() as batch:
+        batch.add("atom.x", b"never")
+        raise RuntimeError("changed my mind")
+    assert batch.ack is None
+    assert atomic.stream_info("ATOM").state.messages == 2
+
+
+def test_a_duplicate_msg_id_refuses_the_whole_batch(atomic: jsclient.JetStream) -> None:
+    atomic.publish("atom.d", b"first", msg_id="dup")
+    with pytest.raises(jsclient.BatchDuplicateMsgIdError) as info:
+        atomic.publish_batch([("atom.d", b"a"), {"subject": "atom.d", "data": b"b", "msg_id": "dup"}, ("atom.d", b"c")])
+    assert info.value.err_code == 10201
+    assert atomic.stream_info("ATOM").state.messages == 1  # none of the three
+
+
+def test_a_stream_without_allow_atomic_is_named(js: jsclient.JetStream) -> None:
+    js.add_stream(name="PLAIN", subjects=["plain.>"])
+    with pytest.raises(jsclient.BatchNotEnabledError, match="atomic publish is disabled"):
+        js.publish_batch([("plain.a", b"1"), ("plain.b", b"2")])
+    assert js.stream_info("PLAIN").state.messages == 0
+
+
+def test_bad_batches_raise_before_anything_is_sent(atomic: jsclient.JetStream, nc: jsclient.Connection) -> None:
+    sent = nc.stats()["out_msgs"]
+    cases: list[tuple[object, str]] = [
+        ([], "at least one message"),
+        ([(f"atom.{i}", b"x") for i in range(1001)], "at most 1000 messages"),
+        ([("atom.ok", b"1"), ("bad subject", b"2")], "whitespace"),
+        ([("atom.ok", "text")], "bytes"),
+        ([{"subject": "atom.a", "data": b"1", "ttl": 5}], "unknown key"),
+        ([("atom.a", b"1", "extra")], "pair or a mapping"),
+        ([{"subject": "atom.a", "headers": {"Nats-Expected-Last-Msg-Id": "x"}}], "cannot be used"),
+        ([{"subject": "atom.a", "msg_id": ""}], "msg_id"),
+        ([("atom.big", b"x" * (nc.max_payload + 1))], "max_payload"),
+    ]
+    for messages, words in cases:
+        with pytest.raises(jsclient.Error, match=words):
+            atomic.publish_batch(messages)  # type: ignore[arg-type]
+    with pytest.raises(jsclient.InvalidArgumentError, match="batch_id"):
+        atomic.publish_batch([("atom.a", b"1")], batch_id="x" * 65)
+    nc.flush()
+    assert nc.stats()["out_msgs"] == sent and nc.is_connected
+    assert atomic.stream_info("ATOM").state.messages == 0
+
+
+def test_an_interrupted_batch_is_never_committed(server: NatsServer, atomic: jsclient.JetStream) -> None:
+    """Members sent, commit never sent (the publisher died): the server abandons the batch; nothing is stored.
+
+    The members go out as raw frames, as a publisher that died before its commit leaves them.
+    """
+    from jsclient.jetstream.batch import member_frame
+
+    with jsclient.connect(server.url) as other:
+        frames = b"".join(member_frame(b"atom.lost", b"", b"dead-batch", i, b"x") for i in range(1, 4))
+        other.publish_encoded(frames, messages=3, payload_bytes=3)
+        other.flush()
+    # The same id again from 1 is a gap in the dead batch: the server abandons it whole, and says so.
+    with pytest.raises(jsclient.BatchIncompleteError) as info:
+        atomic.publish_batch([("atom.ok", b"1"), ("atom.ok", b"2")], batch_id="dead-batch")
+    assert info.value.retriable
+    assert atomic.stream_info("ATOM").state.messages == 0  # neither the dead members nor the collided batch
+    assert atomic.publish_batch([("atom.ok", b"1"), ("atom.ok", b"2")]).count == 2
