@@ -224,6 +224,10 @@ class Parser:
                             continue
                     pending = self._msg_args(buf[pos + 4 : nl], False)
                 elif buf.startswith(b"HMSG ", pos):
+                    end = self._hmsg_run(buf, view, pos, size, append)
+                    if end != pos:
+                        pos = end
+                        continue
                     pending = self._msg_args(buf[pos + 5 : nl], True)
                 else:
                     pending = self._control(bytes(buf[pos:nl]), append)
@@ -274,6 +278,51 @@ class Parser:
             pos += len(line) + len(payload) + 4
             i += 2
         return pos
+
+    def _hmsg_run(self, buf: bytearray, view: memoryview, pos: int, size: int, append: Any) -> int:
+        """Parse the run of whole HMSG frames at ``pos``; return where it ends (``pos``: none taken).
+
+        JetStream deliveries and direct-get batches arrive as long runs of
+        HMSG frames to one subject.  This loop takes each frame in one go
+        (control line, header block and payload) and decodes a repeated
+        subject once; it stops at anything it cannot take whole and sure,
+        and the frame-by-frame loop goes on from there with the same result.
+        """
+        make = self.msg_class
+        limit = self.max_control_line
+        find = buf.find
+        last_raw: bytes | bytearray = b""
+        last_subject = ""
+        start = pos
+        while buf.startswith(b"HMSG ", pos):
+            nl = find(b"\r\n", pos, pos + limit + 2)
+            if nl < 0:
+                break
+            args = buf[pos + 5 : nl].split()
+            try:
+                if len(args) == 4:
+                    raw, sid, hsize, tsize = args
+                    reply = None
+                elif len(args) == 5:
+                    raw, sid, rep, hsize, tsize = args
+                    reply = rep.decode()
+                else:
+                    break
+                hlen = int(hsize)
+                body = nl + 2
+                stop = body + int(tsize)
+                if hlen < 0 or stop < body + hlen or stop + 2 > size or buf[stop] != 13 or buf[stop + 1] != 10:
+                    break
+                if raw != last_raw:
+                    last_subject = raw.decode()
+                    last_raw = raw
+                split = body + hlen
+                msg = make(last_subject, int(sid), reply, bytes(view[body:split]), bytes(view[split:stop]))
+            except ValueError:  # UnicodeDecodeError included: the frame-by-frame loop names it
+                break
+            append(msg)
+            pos = stop + 2
+        return pos if pos != start else start
 
     @staticmethod
     def _msg_args(line: bytearray | bytes, with_header: bool) -> tuple[str, int, str | None, int, int]:

@@ -1,10 +1,13 @@
-"""Shared fixtures: a real nats-server per module, a fresh connection per test."""
+"""Shared fixtures: a real nats-server per module, a fresh connection per test, one SparkSession for the run."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -80,3 +83,34 @@ def request_ended_by(nc: jsclient.Connection, subject: str, end: Callable[[], ob
     th.join(10)
     assert not th.is_alive(), f"the request to {subject!r} went on waiting after {end!r}"
     return outcome[0] if outcome else None
+
+
+def spark_environment() -> None:
+    """Executors run this Python (with jsclient and pyarrow) and everything stays on loopback."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession (local[2,3]: two cores, tasks tried up to three times) shared by every Spark test."""
+    pyspark_sql = pytest.importorskip("pyspark.sql", reason="install the spark extra: pip install -e '.[spark]'")
+    import jsclient.spark
+
+    spark_environment()
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2,3]")
+        .appName("jsclient-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    jsclient.spark.register(session)
+    yield session
+    session.stop()

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +17,6 @@ from jsclient.server import NatsServer
 from jsclient.spark import SparkOptions
 
 pyspark_sql = pytest.importorskip("pyspark.sql", reason="install the spark extra: pip install -e '.[spark]'")
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # tests stay on loopback
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2,3]")
-        .appName("jsclient-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    jsclient.spark.register(session)
-    yield session
-    session.stop()
 
 
 def fill(js: jsclient.JetStream, stream: str, subjects: list[str], n: int, allow_direct: bool = True) -> None:
@@ -177,47 +154,6 @@ def test_fail_on_data_loss(spark: Any, server: NatsServer, js: jsclient.JetStrea
     query = start("false")
     query.awaitTermination(120)
     assert sorted(r.seq for r in spark.sql("select seq from loss_false").collect()) == list(range(21, 51))
-
-
-def test_write_with_a_retried_task_is_exactly_once(
-    spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
-) -> None:
-    from pyspark.sql.functions import udf
-
-    js.add_stream(name="OUT", subjects=["out.>"], duplicate_window=120, allow_direct=True)
-    marker = str(tmp_path / "failed-once")
-
-    @udf("binary")
-    def payload_or_fail(i: int) -> bytes:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i == 240:
-            Path(marker).write_text("attempt 0 failed")
-            raise RuntimeError("injected failure on the first attempt")
-        return str(i).encode()
-
-    df = spark.range(0, 1000, numPartitions=4).selectExpr("id", "concat('out.', cast(id % 5 as string)) as subject")
-    df = df.select("subject", payload_or_fail("id").alias("data"))
-    df.write.format("jetstream").option("servers", server.url).mode("append").save()
-    assert Path(marker).exists(), "the task did not fail, so it was not retried"
-    assert js.stream_info("OUT").state.messages == 1000
-    stored = sorted(int(m.data) for m in js.direct_get_batch("OUT", "out.>", batch=2000))
-    assert stored == list(range(1000))
-
-
-def test_a_repeated_write_attempt_is_deduplicated(server: NatsServer, js: jsclient.JetStream) -> None:
-    """What a retried task does: the same rows with the same ids; the stream keeps one of each."""
-    from jsclient.spark.source import publish_rows
-
-    js.add_stream(name="AGAIN", subjects=["again"], duplicate_window=60)
-    opts = SparkOptions.parse({"servers": server.url, "subject": "again"})
-    rows = [{"data": b"row-%d" % i} for i in range(500)]
-    first = publish_rows(opts, ["data"], iter(rows[:300]), "write-1-partition-0")  # the attempt that "failed"
-    second = publish_rows(opts, ["data"], iter(rows), "write-1-partition-0")  # the retry, from the start
-    assert (first.published, first.duplicates) == (300, 0)
-    assert (second.published, second.duplicates) == (500, 300)
-    assert js.stream_info("AGAIN").state.messages == 500
 
 
 def test_kv_udf_one_connection_per_worker(spark: Any, server: NatsServer, js: jsclient.JetStream) -> None:

@@ -69,13 +69,15 @@ def decode_batch_ack(data: bytes) -> BatchAck:
     return BatchAck(stream=reply.stream, seq=reply.seq, count=reply.count, batch=reply.batch, domain=reply.domain)
 
 
-class _Member(msgspec.Struct, gc=False):
+class Member(msgspec.Struct, gc=False):
+    """One validated batch message."""
+
     subject: str
     payload: bytes
     headers: Headers | None
 
 
-def member(entry: Any, index: int) -> _Member:
+def member(entry: Any, index: int) -> Member:
     """One batch entry, validated: ``(subject, data)`` or a mapping with subject, data, headers, msg_id."""
     if isinstance(entry, Mapping):
         unknown = set(entry) - {"subject", "data", "headers", "msg_id"}
@@ -103,7 +105,7 @@ def member(entry: Any, index: int) -> _Member:
             raise InvalidArgumentError(f"batch message {index}: msg_id must be a non-empty str, not {msg_id!r}")
         headers = headers if headers is not None else Headers()
         headers["Nats-Msg-Id"] = msg_id
-    return _Member(subject, as_bytes(data), headers)
+    return Member(subject, as_bytes(data), headers)
 
 
 def member_frame(subject: bytes, header_lines: bytes, batch_id: bytes, seq: int, payload: bytes) -> bytes:
@@ -127,7 +129,7 @@ def check_batch_id(batch_id: str) -> bytes:
 
 def send_batch(
     js: JetStream,
-    members: list[_Member],
+    members: list[Member],
     *,
     batch_id: str,
     timeout: float,
@@ -193,7 +195,7 @@ class AtomicBatch:
     def __init__(self, js: JetStream, timeout: float | None = None) -> None:
         self._js = js
         self._timeout = timeout
-        self._members: list[_Member] = []
+        self._members: list[Member] = []
         self.ack: BatchAck | None = None
 
     def add(

@@ -2,7 +2,8 @@
 
 Pure data, any thread or process.  Spark lower-cases option keys, so keys are
 matched case-insensitively; an unknown key is an error naming it (a typo
-must not silently fall back to a default).
+must not silently fall back to a default).  The keys Spark adds itself
+(``checkpointLocation``, ``queryName``, ``path``) are accepted and ignored.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class SparkOptions:
     subject: str | None = None
     ack_timeout: float = 30.0
     max_pending: int = 4000
+    commit_prefix: str | None = None
 
     #: Spark option key (lower-cased) -> field name.
     KEYS = {
@@ -99,13 +101,18 @@ class SparkOptions:
         "subject": "subject",
         "acktimeout": "ack_timeout",
         "maxpending": "max_pending",
+        "commitprefix": "commit_prefix",
     }
+    #: Keys Spark itself puts into a data source's options (lower-cased): accepted and ignored.
+    SPARK_KEYS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SparkOptions:
         fields: dict[str, Any] = {}
         for raw_key, value in options.items():
             key = str(raw_key).lower().replace("-", "_")
+            if key in cls.SPARK_KEYS:
+                continue
             name = cls.KEYS.get(key) or cls.KEYS.get(key.replace("_", ""))
             if name is None:
                 known = ", ".join(sorted(set(cls.KEYS)))

@@ -1,26 +1,27 @@
 """The ``jetstream`` PySpark data source: batch read, streaming read, batch and streaming write.
 
-Where each piece runs (see SPARK-NOTES): ``schema``/``reader``/``partitions``
-in a driver-side Python worker; ``read``/``write`` in executor workers forked
-from ``pyspark.daemon`` (each takes the per-process connection from
-:mod:`jsclient.spark.connections`); a streaming reader's offset methods in one
-long-lived driver-side worker.  Every object Spark pickles here holds only
-:class:`SparkOptions` and plain values.
+Where each piece runs (see SPARK-NOTES): ``schema``/``reader``/``writer``/
+``partitions`` in a driver-side Python worker; ``read``/``write`` in executor
+workers forked from ``pyspark.daemon`` (each takes the per-process
+connection from :mod:`jsclient.spark.connections`); a streaming reader's
+offset methods in one long-lived driver-side worker.  Every object Spark
+pickles here holds only :class:`SparkOptions` and plain values.
 
-Offsets are stream sequences (``{"seq": next_to_read}``) kept by Spark's
-checkpoint; nothing is acked on the server, so a replay reads the same
-messages.  ``commit()`` does nothing on purpose: Spark does not call it
-reliably.  Writes wait for every publish ack before a task returns and give
-each row a deterministic ``Nats-Msg-Id`` (unless a ``msg_id`` column gives
-one), so a retried task or replayed micro-batch is deduplicated by the stream.
+Offsets are stream sequences (``{"seq": next_to_read, "created": ...}``,
+with the stream's creation time so that a stream deleted and made again is
+noticed) kept by Spark's checkpoint; nothing is acked on the server, so a
+replay reads the same messages.  ``commit()`` does nothing on purpose: Spark
+does not call it reliably.  Each planned range carries how many messages
+the stream held in it when it was planned; a read that finds fewer is data
+loss (``failOnDataLoss``).  Reads decode direct-get replies to Arrow in bulk
+(:mod:`.arrow`); writes go through :mod:`.sink`.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-import uuid
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -44,9 +45,18 @@ except ImportError:  # pragma: no cover - older Spark: no read limits, no Availa
     ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
-from ..errors import InvalidArgumentError, JetStreamError, MessageNotFoundError
+try:  # Spark >= 4.1: record batches straight to write(), no Row per row
+    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+except ImportError:  # pragma: no cover - older Spark: rows, turned into record batches here
+    DataSourceArrowWriter = DataSourceWriter  # type: ignore[assignment,misc]
+    DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[assignment,misc]
+
+from ..errors import JetStreamError, MessageNotFoundError
+from ..jetstream.direct import count_matching, direct_get_range
+from . import sink
+from .arrow import SCHEMA, replies_to_batch, stored_to_batch, subject_filter_regex
 from .connections import connection
-from .options import SparkOptions
+from .options import SparkOptions, _time
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,9 +64,7 @@ if TYPE_CHECKING:
     from ..jetstream.context import JetStream
     from ..jetstream.direct import StoredMessage
 
-SCHEMA = (
-    "subject string, data binary, headers map<string,array<string>>, stream string, seq long, timestamp timestamp"
-)
+log = logging.getLogger("jsclient.spark")
 
 
 class DataLossError(JetStreamError):
@@ -64,12 +72,18 @@ class DataLossError(JetStreamError):
 
 
 class SequenceRange(InputPartition):
-    """Stream sequences first..last (inclusive) for one Spark task."""
+    """Stream sequences first..last (inclusive) for one Spark task.
 
-    def __init__(self, index: int, first: int, last: int) -> None:
+    ``expected``: how many messages matching the server-side filter the
+    stream held in the range when it was planned (None where that cannot be
+    asked: streams without direct get).
+    """
+
+    def __init__(self, index: int, first: int, last: int, expected: int | None = None) -> None:
         super().__init__(index)
         self.first = first
         self.last = last
+        self.expected = expected
 
 
 def split_range(first: int, last: int, parts: int) -> list[SequenceRange]:
@@ -81,91 +95,117 @@ def split_range(first: int, last: int, parts: int) -> list[SequenceRange]:
     return [SequenceRange(i, lo, min(last, lo + size - 1)) for i, lo in enumerate(range(first, last + 1, size))]
 
 
-def subject_matches(pattern: str, subject: str) -> bool:
-    """NATS wildcard matching: ``*`` one token, ``>`` the rest."""
-    p_tokens = pattern.split(".")
-    s_tokens = subject.split(".")
-    for i, token in enumerate(p_tokens):
-        if token == ">":
-            return len(s_tokens) > i
-        if i >= len(s_tokens) or (token != "*" and token != s_tokens[i]):
-            return False
-    return len(p_tokens) == len(s_tokens)
+def server_filter(opts: SparkOptions) -> str:
+    """The filter the server applies (one subject filter, or all); more than one is applied on the client."""
+    return opts.subjects[0] if len(opts.subjects) == 1 else ">"
 
 
-def _arrow_schema() -> pa.Schema:
-    import pyarrow as pa
+def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, direct: bool) -> list[SequenceRange]:
+    """Split first..last into tasks, each knowing how many messages the stream holds in it now.
 
-    return pa.schema(
-        [
-            ("subject", pa.string()),
-            ("data", pa.binary()),
-            ("headers", pa.map_(pa.string(), pa.list_(pa.string()))),
-            ("stream", pa.string()),
-            ("seq", pa.int64()),
-            ("timestamp", pa.timestamp("us", tz="UTC")),
-        ]
-    )
-
-
-def to_arrow(rows: Sequence[StoredMessage]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    headers = [
-        [(name, m.headers.get_all(name)) for name in m.headers] if len(m.headers) else None for m in rows
-    ]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([m.subject for m in rows], pa.string()),
-            pa.array([m.data for m in rows], pa.binary()),
-            pa.array(headers, pa.map_(pa.string(), pa.list_(pa.string()))),
-            pa.array([m.stream for m in rows], pa.string()),
-            pa.array([m.seq for m in rows], pa.int64()),
-            pa.array([m.time for m in rows], pa.timestamp("us", tz="UTC")),
-        ],
-        schema=_arrow_schema(),
-    )
+    The counts come from the server's pending counts at each boundary, asked
+    lowest first: a message stored meanwhile can only lower an expectation,
+    so a count never reports loss that did not happen.
+    """
+    ranges = split_range(first, last, opts.min_partitions)
+    if not ranges or not direct:
+        return ranges
+    stream, subject = opts.require_stream(), server_filter(opts)
+    counts = [count_matching(js, stream, subject, r.first) for r in ranges]
+    counts.append(count_matching(js, stream, subject, last + 1))
+    for i, r in enumerate(ranges):
+        r.expected = max(0, counts[i] - counts[i + 1])
+    return ranges
 
 
-def read_range(opts: SparkOptions, first: int, last: int) -> Iterator[pa.RecordBatch]:
-    """Sequences first..last matching the subject filter, as Arrow record batches (executor side)."""
+def data_lost(opts: SparkOptions, what: str) -> None:
+    """Raise (failOnDataLoss=true) or log what was skipped."""
+    if opts.fail_on_data_loss:
+        raise DataLossError(f"{what}; set failOnDataLoss=false to skip what is gone")
+    log.warning("jetstream source: data loss, skipped: %s", what)
+
+
+def read_range(opts: SparkOptions, part: SequenceRange) -> Iterator[pa.RecordBatch]:
+    """The range's messages (matching the subject filters) as Arrow record batches (executor side)."""
     stream = opts.require_stream()
     js = connection(opts).jetstream(timeout=max(30.0, opts.ack_timeout))
-    info = js.stream_info(stream)
-    if not info.config.allow_direct:
-        yield from _read_ordered(js, opts, first, last)
+    if part.expected is None:
+        yield from _read_ordered(js, opts, part)
         return
-    filters = opts.subjects or (">",)
-    server_filter = filters[0] if len(filters) == 1 else ">"
-    seq = first
-    while seq <= last:
-        rows: list[StoredMessage] = []
-        batch = js.direct_get_batch(stream, server_filter, batch=min(opts.batch_size, last - seq + 1), seq=seq)
-        newest = None
-        for msg in batch:
-            if msg.seq > last:
-                break
-            newest = msg.seq
-            if len(filters) == 1 or any(subject_matches(f, msg.subject) for f in filters):
-                rows.append(msg)
-        if rows:
-            yield to_arrow(rows)
-        if newest is None or not batch.num_pending:
+    regex = subject_filter_regex(opts.subjects) if len(opts.subjects) > 1 else None
+    read = 0
+    seqs: list[pa.Array] = []
+    for replies in direct_get_range(
+        js, stream, server_filter(opts), part.first, part.last, batch=opts.batch_size, timeout=js.timeout
+    ):
+        batch, in_range, seq = replies_to_batch(replies, stream, part.last, regex)
+        read += in_range
+        seqs.append(seq)
+        if batch.num_rows:
+            yield batch
+    if read < part.expected:
+        _check_missing(js, opts, part, read, seqs)
+
+
+def _check_missing(js: JetStream, opts: SparkOptions, part: SequenceRange, read: int, seqs: list[pa.Array]) -> None:
+    """Fewer messages than planned: loss, unless messages deleted one by one (which the stream lists) explain it.
+
+    Without a subject filter the missing sequences are known exactly; with
+    one, a deleted message may or may not have matched, so deletes in the
+    range explain up to their number.
+    """
+    stream = opts.require_stream()
+    state = js.stream_info(stream, deleted_details=True).state
+    deleted = {d for d in state.deleted or () if part.first <= d <= part.last and d >= state.first_seq}
+    missing = part.expected - read  # type: ignore[operator]
+    if server_filter(opts) == ">":
+        got: set[int] = set()
+        for chunk in seqs:
+            got.update(chunk.to_pylist())
+        gone = sorted(s for s in range(part.first, part.last + 1) if s not in got and s not in deleted)
+        if not gone:
             return
-        seq = newest + 1
+        what = f"sequences {_ranges(gone)}"
+        missing = len(gone)
+    elif missing <= len(deleted):
+        return
+    else:
+        missing -= len(deleted)
+        what = f"{missing} of them"
+    data_lost(
+        opts,
+        f"stream {stream!r} held {part.expected} messages in sequences {part.first}..{part.last} when they were "
+        f"planned, and {read} were left to read: {what} purged or expired meanwhile",
+    )
 
 
-def _read_ordered(js: JetStream, opts: SparkOptions, first: int, last: int) -> Iterator[pa.RecordBatch]:
+def _ranges(seqs: list[int]) -> str:
+    """1,2,3,7 -> '1..3, 7' (sorted input)."""
+    out: list[str] = []
+    start = prev = seqs[0]
+    for s in [*seqs[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        out.append(f"{start}..{prev}" if prev != start else str(start))
+        if s is not None:
+            start = prev = s
+    return ", ".join(out)
+
+
+def _read_ordered(js: JetStream, opts: SparkOptions, part: SequenceRange) -> Iterator[pa.RecordBatch]:
     """Fallback for streams without allow_direct: an ordered consumer over the range."""
     from ..jetstream.api import ConsumerConfig
     from ..jetstream.direct import StoredMessage
     from ..message import Msg
 
     stream = opts.require_stream()
-    cfg = ConsumerConfig(deliver_policy="by_start_sequence", opt_start_seq=first)
+    if js.stream_info(stream).state.first_seq > part.first:
+        data_lost(opts, f"stream {stream!r} no longer holds sequence {part.first}, planned to be read")
+    cfg = ConsumerConfig(deliver_policy="by_start_sequence", opt_start_seq=part.first)
     if opts.subjects:
         cfg = ConsumerConfig(
-            deliver_policy="by_start_sequence", opt_start_seq=first, filter_subjects=list(opts.subjects)
+            deliver_policy="by_start_sequence", opt_start_seq=part.first, filter_subjects=list(opts.subjects)
         )
     sub = js.subscribe(stream=stream, ordered=True, config=cfg)
     rows: list[StoredMessage] = []
@@ -176,7 +216,7 @@ def _read_ordered(js: JetStream, opts: SparkOptions, first: int, last: int) -> I
             except TimeoutError:
                 break
             meta = msg.metadata
-            if meta.sequence.stream > last:
+            if meta.sequence.stream > part.last:
                 break
             headers = msg.headers.copy()
             for name, value in (
@@ -188,12 +228,12 @@ def _read_ordered(js: JetStream, opts: SparkOptions, first: int, last: int) -> I
                 headers[name] = value
             rows.append(StoredMessage(Msg.make(msg.subject, msg.data, header=headers.encode())))
             if len(rows) >= opts.batch_size:
-                yield to_arrow(rows)
+                yield stored_to_batch(rows)
                 rows = []
-            if meta.sequence.stream >= last or meta.num_pending == 0:
+            if meta.sequence.stream >= part.last or meta.num_pending == 0:
                 break
         if rows:
-            yield to_arrow(rows)
+            yield stored_to_batch(rows)
     finally:
         sub.unsubscribe()
 
@@ -242,7 +282,8 @@ class BatchReader(DataSourceReader):
         opts = self.opts
         stream = opts.require_stream()
         js = connection(opts).jetstream(timeout=30)
-        state = js.stream_info(stream).state
+        info = js.stream_info(stream)
+        state = info.state
         first = max(state.first_seq, 1)
         last = state.last_seq
         if opts.starting_sequence is not None:
@@ -256,11 +297,15 @@ class BatchReader(DataSourceReader):
             after = _resolve_time(js, stream, opts.ending_time)
             if after is not None:
                 last = min(last, after - 1)
-        return split_range(first, last, opts.min_partitions)
+        return plan_ranges(js, opts, first, last, info.config.allow_direct is True)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SequenceRange)
-        yield from read_range(self.opts, partition.first, partition.last)
+        yield from read_range(self.opts, partition)
+
+
+def _created(info: Any) -> str:
+    return info.created.isoformat() if info.created is not None else ""
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -272,31 +317,47 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _js(self) -> JetStream:
         return connection(self.opts).jetstream(timeout=30)
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> dict[str, Any]:
         opts = self.opts
         stream = opts.require_stream()
         js = self._js()
-        state = js.stream_info(stream).state
+        info = js.stream_info(stream)
+        state = info.state
         spec = opts.starting_offsets.strip().lower()
         if spec == "earliest":
-            return {"seq": max(state.first_seq, 1)}
-        if spec == "latest":
-            return {"seq": state.last_seq + 1}
-        if spec.isdigit():
-            return {"seq": max(int(spec), 1)}
-        from .options import _time
-
-        resolved = _resolve_time(js, stream, _time("startingOffsets", opts.starting_offsets))
-        return {"seq": resolved if resolved is not None else state.last_seq + 1}
+            seq = max(state.first_seq, 1)
+        elif spec == "latest":
+            seq = state.last_seq + 1
+        elif spec.isdigit():
+            seq = max(int(spec), 1)
+        else:
+            resolved = _resolve_time(js, stream, _time("startingOffsets", opts.starting_offsets))
+            seq = resolved if resolved is not None else state.last_seq + 1
+        return {"seq": seq, "created": _created(info)}
 
     def getDefaultReadLimit(self) -> Any:
         if self.opts.max_messages_per_trigger and ReadMaxRows is not None:
             return ReadMaxRows(self.opts.max_messages_per_trigger)
         return ReadAllAvailable() if ReadAllAvailable is not None else None
 
-    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
-        state = self._js().stream_info(self.opts.require_stream()).state
-        end = state.last_seq + 1
+    def _recreated(self, start: dict[str, Any], info: Any) -> bool:
+        """Whether the stream at ``start`` is not the one there now (deleted and made again)."""
+        before = start.get("created")
+        if before and _created(info) and before != _created(info):
+            return True
+        return bool(info.state.last_seq + 1 < start["seq"])  # sequences only grow in one stream
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        stream = self.opts.require_stream()
+        info = self._js().stream_info(stream)
+        end = info.state.last_seq + 1
+        if start is not None and self._recreated(start, info):
+            data_lost(
+                self.opts,
+                f"stream {stream!r} was deleted and created again (or emptied) after this query read up to "
+                f"sequence {start['seq'] - 1}: the messages after that point are gone",
+            )
+            start = None  # failOnDataLoss=false: go on with the new stream from its start
         if self._target is not None:
             end = min(end, self._target)
         cap = self.opts.max_messages_per_trigger
@@ -304,112 +365,101 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cap = limit.max_rows
         elif ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
             cap = None
-        if start is not None and cap:
-            end = min(end, start["seq"] + cap)
+        first = start["seq"] if start is not None else max(info.state.first_seq, 1)
+        if cap:
+            end = min(end, first + cap)
         if start is not None:
-            end = max(end, start["seq"])
-        return {"seq": end}
+            end = max(end, first)
+        return {"seq": end, "created": _created(info)}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._js().stream_info(self.opts.require_stream()).state.last_seq + 1
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[SequenceRange]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SequenceRange]:
+        stream = self.opts.require_stream()
+        js = self._js()
+        info = js.stream_info(stream)
         first, last = start["seq"], end["seq"] - 1
+        if start.get("created") != end.get("created") and start.get("created") and end.get("created"):
+            first = max(info.state.first_seq, 1)  # the stream was made again (loss already reported)
         if last < first:
             return []
-        state = self._js().stream_info(self.opts.require_stream()).state
-        if first < state.first_seq:
-            if self.opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"stream {self.opts.stream!r} no longer holds sequences {first}..{state.first_seq - 1} "
-                    "that this query has not read (purged or expired); set failOnDataLoss=false to skip them"
-                )
-            first = state.first_seq
-        return split_range(first, last, self.opts.min_partitions)
+        if first < info.state.first_seq:
+            data_lost(
+                self.opts,
+                f"stream {stream!r} no longer holds sequences {first}..{info.state.first_seq - 1} "
+                "that this query has not read (purged or expired)",
+            )
+            first = info.state.first_seq
+        return plan_ranges(js, self.opts, first, last, info.config.allow_direct is True)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SequenceRange)
-        yield from read_range(self.opts, partition.first, partition.last)
+        yield from read_range(self.opts, partition)
 
-    def commit(self, end: dict[str, int]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, and nothing is acked on the server."""
 
 
-class PublishedCommit(WriterCommitMessage):
-    def __init__(self, published: int, duplicates: int) -> None:
-        self.published = published
-        self.duplicates = duplicates
+def _task() -> tuple[Any, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx, ctx.partitionId() if ctx is not None else 0
 
 
-def publish_rows(
-    opts: SparkOptions, field_names: Sequence[str], rows: Iterator[Any], id_prefix: str
-) -> PublishedCommit:
-    """Publish every row, then wait for every ack (executor side); raises on the first failure."""
-    subject_col = "subject" in field_names
-    if not subject_col and not opts.subject:
-        raise InvalidArgumentError("writing to jetstream needs a subject column or the option subject")
-    has_headers = "headers" in field_names
-    has_id = "msg_id" in field_names
-    js = connection(opts).jetstream(timeout=opts.ack_timeout, publish_async_max_pending=opts.max_pending)
-    in_flight: deque[Any] = deque()
-    published = duplicates = 0
-
-    def settle(fut: Any) -> None:
-        nonlocal published, duplicates
-        ack = fut.result(timeout=opts.ack_timeout + 5)
-        published += 1
-        duplicates += bool(ack.duplicate)
-
-    for index, row in enumerate(rows):
-        subject = str(row["subject"] if subject_col else opts.subject)
-        data = row["data"]
-        if isinstance(data, str):
-            data = data.encode()
-        elif data is None:
-            data = b""
-        headers = None
-        if has_headers and row["headers"]:
-            headers = {k: (list(v) if isinstance(v, (list, tuple)) else str(v)) for k, v in row["headers"].items()}
-        msg_id = (row["msg_id"] if has_id else None) or f"{id_prefix}-{index}"
-        in_flight.append(js.publish_async(subject, bytes(data), msg_id=msg_id, headers=headers))
-        while in_flight and (in_flight[0].done() or len(in_flight) > 2 * opts.max_pending):
-            settle(in_flight.popleft())
-    while in_flight:
-        settle(in_flight.popleft())
-    return PublishedCommit(published, duplicates)
+def _batches(it: Iterator[Any], fields: list[str]) -> Iterator[pa.RecordBatch]:
+    """Record batches from an Arrow writer's iterator, or from rows where pyspark has no Arrow writers."""
+    if DataSourceArrowWriter is DataSourceWriter:  # pragma: no cover - pyspark without Arrow writers
+        return sink.rows_to_batches(it, fields)
+    return it
 
 
-class BatchWriter(DataSourceWriter):
+def _markers(messages: list[WriterCommitMessage | None]) -> list[str | None]:
+    return [m.marker for m in messages if isinstance(m, sink.PublishedCommit)]
+
+
+class BatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SparkOptions, schema: Any) -> None:
         self.opts = opts
         self.fields = [f.name for f in schema.fields]
+        self.plan = sink.plan_write(opts)
         # Made once on the driver and pickled to every task and retry: the same on all attempts.
-        self.write_id = uuid.uuid4().hex
+        self.write_id = sink.new_write_id()
 
-    def write(self, rows: Iterator[Any]) -> PublishedCommit:
-        from pyspark import TaskContext
+    def write(self, iterator: Iterator[Any]) -> sink.PublishedCommit:
+        _, partition = _task()
+        return sink.write_batches(
+            self.opts, self.plan, _batches(iterator, self.fields), write=self.write_id, batch_id=0,
+            partition=partition,
+        )
 
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx is not None else 0
-        return publish_rows(self.opts, self.fields, rows, f"{self.write_id}-{partition}")
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Every task succeeded, so no retry will read the markers: remove them."""
+        sink.cleanup_markers(self.opts, self.plan, _markers(messages), keep=0)
 
 
-class StreamWriter(DataSourceStreamWriter):
+class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SparkOptions, schema: Any) -> None:
         self.opts = opts
         self.fields = [f.name for f in schema.fields]
+        self.plan = sink.plan_write(opts)
 
-    def write(self, rows: Iterator[Any]) -> PublishedCommit:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
+    def write(self, iterator: Iterator[Any]) -> sink.PublishedCommit:
+        ctx, partition = _task()
         query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
         batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
-        partition = ctx.partitionId() if ctx is not None else 0
-        return publish_rows(self.opts, self.fields, rows, f"{query or 'query'}-{batch or 0}-{partition}")
+        return sink.write_batches(
+            self.opts, self.plan, _batches(iterator, self.fields), write=query or "query",
+            batch_id=int(batch or 0), partition=partition,
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every message was acked before its task returned."""
+        """Every task of the micro-batch succeeded: keep only each partition's last marker."""
+        sink.cleanup_markers(self.opts, self.plan, _markers(messages), keep=1)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: retries are deduplicated by Nats-Msg-Id."""
+        """Nothing to undo: a replay of this micro-batch starts from the markers (or the message ids)."""
+
+
+PublishedCommit = sink.PublishedCommit

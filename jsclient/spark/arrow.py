@@ -1,0 +1,187 @@
+"""Arrow in and out of JetStream, in bulk: direct-get replies to record batches, record batches to frames.
+
+Pure functions on the calling thread (an executor's task thread); no locks.
+pyarrow is imported lazily by the callers' modules, never by ``jsclient``.
+
+Reading: a batched direct-get reply's header block is the message's own
+headers followed by eight lines the server appends (``Nats-Stream``,
+``Nats-Subject``, ``Nats-Sequence``, ``Nats-Time-Stamp``, ``Nats-Num-Pending``,
+``Nats-Last-Sequence`` and the blank end), so after one split of every block
+at CRLF, in C++, the subject, sequence and time of each message sit at fixed
+distances from the end of its list.  Only rows that carry headers of their
+own take a step in Python.
+
+Headers named ``Nats-*`` belong to the server (delivery details, expectation
+checks, batch control, TTL, rollups): the ``headers`` column leaves them out
+except ``Nats-Msg-Id``, which is the publisher's and which the sink uses as
+the message id, and the sink never sends the others from that column.
+Values are kept byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..jetstream.direct import StoredMessage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..message import Msg
+
+SCHEMA = (
+    "subject string, data binary, headers map<string,array<string>>, stream string, seq long, timestamp timestamp"
+)
+MSG_ID = "Nats-Msg-Id"
+_DELIVERY_LINES = 8  # the server's six headers, then the blank line and the empty tail of the split
+_SUBJECT, _SEQUENCE, _TIME = b"Nats-Subject: ", b"Nats-Sequence: ", b"Nats-Time-Stamp: "
+
+
+def arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("subject", pa.string()),
+            ("data", pa.binary()),
+            ("headers", pa.map_(pa.string(), pa.list_(pa.string()))),
+            ("stream", pa.string()),
+            ("seq", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def user_header(name: str) -> bool:
+    """Whether a header is the publisher's to keep (not one of the server's ``Nats-*`` control headers)."""
+    return not name.startswith("Nats-") or name == MSG_ID
+
+
+def header_map(lines: Sequence[bytes]) -> list[tuple[str, list[str]]] | None:
+    """``Name: value`` lines as map entries (values grouped by name, in order), user headers only."""
+    entries: dict[str, list[str]] = {}
+    for line in lines:
+        name, sep, value = line.decode("utf-8", "replace").partition(":")
+        if not sep or not user_header(name):
+            continue
+        if value[:1] == " ":
+            value = value[1:]
+        entries.setdefault(name, []).append(value)
+    return list(entries.items()) or None
+
+
+def subject_filter_regex(filters: Sequence[str]) -> str:
+    """One RE2 pattern matching any of the NATS subject filters (``*`` one token, ``>`` the rest)."""
+
+    def one(pattern: str) -> str:
+        parts = []
+        for token in pattern.split("."):
+            parts.append("[^.]+" if token == "*" else ".+" if token == ">" else re.escape(token))
+        return "\\.".join(parts)
+
+    return "^(?:" + "|".join(one(f) for f in filters) + ")$"
+
+
+def replies_to_batch(
+    replies: Sequence[Msg], stream: str, last: int, subject_regex: str | None = None
+) -> tuple[pa.RecordBatch, int, pa.Array]:
+    """Rows for the replies up to sequence ``last`` (and matching ``subject_regex``), how many were in range,
+    and the sequences of every reply.
+
+    The count is taken before the subject filter, so a caller can compare it
+    with what the stream held when the range was planned.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    blocks = pa.array([m.header for m in replies], pa.binary())
+    lines = pc.split_pattern(blocks, "\r\n")
+    ends = pc.cast(lines.offsets[1:], pa.int64())
+    flat = lines.values
+
+    def field(back: int, prefix: bytes) -> pa.Array | None:
+        taken = pc.take(flat, pc.subtract(ends, back))
+        if not pc.all(pc.starts_with(taken, prefix.decode())).as_py():
+            return None
+        return pc.utf8_slice_codeunits(taken.cast(pa.string()), len(prefix))
+
+    subject = field(7, _SUBJECT)
+    seq_text = field(6, _SEQUENCE)
+    time_text = field(5, _TIME)
+    if subject is None or seq_text is None or time_text is None:
+        return _replies_to_batch_slowly(replies, last, subject_regex)
+    seq = pc.cast(seq_text, pa.int64())
+    try:
+        stamp = pc.cast(pc.cast(time_text, pa.timestamp("ns", "UTC")), pa.timestamp("us", "UTC"), safe=False)
+    except pa.ArrowInvalid:  # an older server's time format
+        return _replies_to_batch_slowly(replies, last, subject_regex)
+    own = pc.subtract(pc.list_value_length(lines), 1 + _DELIVERY_LINES)  # less the version line: the user's
+    with_headers = pc.indices_nonzero(pc.greater(own, 0)).to_pylist()
+    map_type = pa.map_(pa.string(), pa.list_(pa.string()))
+    if with_headers:
+        values: list[Any] = [None] * len(replies)
+        for i in with_headers:
+            values[i] = header_map(replies[i].header.split(b"\r\n")[1 : -_DELIVERY_LINES])
+        headers = pa.array(values, map_type)
+    else:
+        headers = pa.nulls(len(replies), map_type)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            subject,
+            pa.array([m.data for m in replies], pa.binary()),
+            headers,
+            pa.array([stream] * len(replies), pa.string()) if replies else pa.array([], pa.string()),
+            seq,
+            stamp,
+        ],
+        schema=arrow_schema(),
+    )
+    keep = pc.less_equal(seq, last)
+    in_range = pc.sum(keep).as_py() or 0
+    if subject_regex is not None:
+        keep = pc.and_(keep, pc.match_substring_regex(subject, subject_regex))
+    if in_range == len(replies) and subject_regex is None:
+        return batch, in_range, seq
+    return batch.filter(keep), in_range, seq
+
+
+def _replies_to_batch_slowly(
+    replies: Sequence[Msg], last: int, subject_regex: str | None
+) -> tuple[pa.RecordBatch, int, pa.Array]:
+    """One message at a time (a reply whose server lines are not where the fast path expects them)."""
+    stored = [StoredMessage(m) for m in replies]
+    in_range = [m for m in stored if m.seq <= last]
+    if subject_regex is not None:
+        matcher = re.compile(subject_regex)
+        kept = [m for m in in_range if matcher.match(m.subject)]
+    else:
+        kept = in_range
+    import pyarrow as pa
+
+    return stored_to_batch(kept), len(in_range), pa.array([m.seq for m in stored], pa.int64())
+
+
+def stored_to_batch(rows: Sequence[StoredMessage]) -> pa.RecordBatch:
+    """Rows from messages already parsed (the ordered-consumer fallback for streams without direct get)."""
+    import pyarrow as pa
+
+    headers = [
+        header_map([f"{k}: {v}".encode() for k, v in m.headers.multi_items()]) if len(m.headers) else None
+        for m in rows
+    ]
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([m.subject for m in rows], pa.string()),
+            pa.array([m.data for m in rows], pa.binary()),
+            pa.array(headers, pa.map_(pa.string(), pa.list_(pa.string()))),
+            pa.array([m.stream for m in rows], pa.string()),
+            pa.array([m.seq for m in rows], pa.int64()),
+            pa.array([m.time for m in rows], pa.timestamp("us", tz="UTC")),
+        ],
+        schema=arrow_schema(),
+    )
+
+
+__all__ = ["SCHEMA", "arrow_schema", "header_map", "replies_to_batch", "stored_to_batch", "subject_filter_regex"]

@@ -1,0 +1,490 @@
+"""The jetstream sink: rows to a stream exactly once, however late a retry or replay comes.
+
+Two modes, chosen on the driver when the query or write starts
+(:func:`plan_write`):
+
+``atomic`` (the target stream has ``allow_atomic``, server 2.12+)
+    Each task publishes its rows as atomic batches (ADR-50) of up to 999
+    rows, each closed by a commit marker on the sink's own subject
+    ``<commitPrefix>.<write>.<partition>`` in the same stream.  The marker
+    says how many of the task's rows are stored (for the micro-batch it
+    names), and it is stored with its rows or not at all.  A task that
+    starts again (a Spark retry, or a micro-batch replayed after the driver
+    died) reads the last marker with one get and skips what it says is
+    stored.  Each marker expects the previous one's sequence
+    (``Nats-Expected-Last-Subject-Sequence``), so two attempts running at
+    once cannot both commit: the late one fails and is retried, and the
+    retry starts from the marker.  Nothing depends on ``duplicate_window``.
+    This holds as long as a retried task gets the same rows in the same
+    order, which Spark gives for a replayable source (such as this one)
+    and a deterministic query.
+
+``msgid`` (any other stream)
+    Every row gets a deterministic ``Nats-Msg-Id``; the stream drops
+    repeats only within its ``duplicate_window``.  A warning at the start
+    says where the guarantee ends.
+
+Runs in executor Python workers (``write_*``) on the task's thread, over the
+process-wide connection of :mod:`jsclient.spark.connections`; frames are
+built from Arrow columns in bulk (no object per row) and acks are counted,
+not turned into futures.  Nothing here is shared between threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+from ..errors import (
+    BatchIncompleteError,
+    BatchTooManyInflightError,
+    InvalidArgumentError,
+    JetStreamAPIError,
+    MessageNotFoundError,
+    NoRespondersError,
+    StreamNotFoundError,
+    TimeoutError,
+    WrongLastSequenceError,
+)
+from ..headers import Headers, status_of
+from ..jetstream.batch import Member, check_batch_id, member_frame, send_batch
+from ..protocol import check_publish_subject
+from .arrow import MSG_ID, user_header
+from .connections import connection
+from .options import SparkOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..jetstream.context import JetStream
+
+log = logging.getLogger("jsclient.spark")
+
+#: Rows per atomic batch: the server's limit of 1,000 messages, less the marker.
+CHUNK_ROWS = 999
+#: Bytes of payload per atomic batch before it is committed early (the server stages a batch whole).
+CHUNK_BYTES = 4 << 20
+EXPECTED_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How a write reaches its stream; made on the driver, pickled to every task."""
+
+    mode: str  # "atomic" or "msgid"
+    stream: str | None
+    commit_prefix: str | None
+    duplicate_window: float | None
+
+    def marker_subject(self, write: str, partition: int) -> str:
+        return f"{self.commit_prefix}.{write}.{partition}"
+
+
+def _covers(pattern: str, subject: str) -> bool:
+    p, s = pattern.split("."), subject.split(".")
+    for i, token in enumerate(p):
+        if token == ">":
+            return len(s) > i
+        if i >= len(s) or (token != "*" and token != s[i]):
+            return False
+    return len(p) == len(s)
+
+
+def plan_write(opts: SparkOptions) -> WritePlan:
+    """Driver side, at the start of a write or query: atomic markers where the stream allows, else message ids."""
+    if not opts.subject and not opts.stream:
+        # Rows name their own subjects and no stream was named: nothing to look at before the rows come.
+        plan = WritePlan("msgid", None, None, None)
+    else:
+        js = connection(opts).jetstream(timeout=30)
+        stream = opts.stream or js.find_stream(opts.subject)  # type: ignore[arg-type]
+        try:
+            info = js.stream_info(stream)
+        except StreamNotFoundError:
+            raise InvalidArgumentError(f"the jetstream sink's stream {stream!r} does not exist") from None
+        window = info.config.duplicate_window
+        window_s = float(window) if window else 120.0  # the server's default
+        if info.config.allow_atomic is True:
+            prefix = opts.commit_prefix or f"_jsclient.commits.{stream}"
+            check_publish_subject(f"{prefix}.w.0", "commitPrefix")
+            if not any(_covers(s, f"{prefix}.w.0") for s in info.config.subjects or ()):
+                raise InvalidArgumentError(
+                    f"stream {stream!r} takes atomic batches, so the jetstream sink writes exactly once with "
+                    f"commit markers on {prefix}.>, but the stream's subjects {info.config.subjects} do not "
+                    f"include it: add {prefix + '.>'!r} to the stream (or set commitPrefix to a subject it has)"
+                )
+            plan = WritePlan("atomic", stream, prefix, window_s)
+        else:
+            plan = WritePlan("msgid", stream, None, window_s)
+    if plan.mode == "msgid":
+        where = (
+            f"within the duplicate_window of stream {plan.stream!r} ({plan.duplicate_window:g} s)"
+            if plan.stream
+            else "within the target stream's duplicate_window (2 minutes unless configured)"
+        )
+        log.warning(
+            "jetstream sink: exactly once holds only %s: a task retried or a micro-batch replayed later than "
+            "that writes its rows again. For exactly once without that limit, write to a stream created with "
+            "allow_atomic=True (server 2.12+) and name it with the option stream.",
+            where,
+        )
+    return plan
+
+
+class PublishedCommit(WriterCommitMessage):
+    """What a write task reports to the driver (pickled back to it)."""
+
+    def __init__(self, published: int, duplicates: int, skipped: int, marker: str | None) -> None:
+        self.published = published
+        self.duplicates = duplicates
+        #: Rows a retry found already stored (atomic mode) and did not send again.
+        self.skipped = skipped
+        self.marker = marker
+
+
+@dataclass
+class _Columns:
+    """One record batch's columns as Python lists, with the encoded pieces every frame needs."""
+
+    subjects: list[bytes]
+    payloads: list[bytes]
+    header_lines: list[bytes]
+
+
+def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str]) -> _Columns:
+    names = batch.schema.names
+    n = batch.num_rows
+    if "subject" in names:
+        raw_subjects = batch.column("subject").to_pylist()
+    elif opts.subject:
+        raw_subjects = [opts.subject] * n
+    else:
+        raise InvalidArgumentError("writing to jetstream needs a subject column or the option subject")
+    subjects = []
+    for s in raw_subjects:
+        if s not in checked:
+            if not isinstance(s, str):
+                raise InvalidArgumentError(f"jetstream sink: a row's subject is {s!r}, not a subject")
+            check_publish_subject(s)
+            checked.add(s)
+        subjects.append(s.encode())
+    if "data" not in names:
+        raise InvalidArgumentError("writing to jetstream needs a data column (binary or string)")
+    payloads = [d if type(d) is bytes else _payload(d) for d in batch.column("data").to_pylist()]
+    lines: list[bytes] = [b""] * n
+    headers = batch.column("headers").to_pylist() if "headers" in names else None
+    ids = batch.column("msg_id").to_pylist() if "msg_id" in names else None
+    if headers is not None:
+        for i, entries in enumerate(headers):
+            if entries:
+                lines[i] = _header_lines(entries, ids is None)
+    if ids is not None:
+        for i, msg_id in enumerate(ids):
+            if msg_id:
+                lines[i] += b"Nats-Msg-Id: %s\r\n" % str(msg_id).encode()
+    return _Columns(subjects, payloads, lines)
+
+
+def _payload(data: Any) -> bytes:
+    if data is None:
+        return b""
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidArgumentError(f"jetstream sink: data must be binary or string, not {type(data).__name__}")
+
+
+def _header_lines(entries: Iterable[tuple[str, Any]], keep_msg_id: bool) -> bytes:
+    """A row's headers column as ``Name: value`` lines, without the server's control headers."""
+    out = []
+    for name, values in entries:
+        if not user_header(name) or (name == MSG_ID and not keep_msg_id):
+            continue
+        for value in values if isinstance(values, (list, tuple)) else (values,):
+            if value is None:
+                continue
+            text = str(value)
+            if "\r" in text or "\n" in text or ":" in name or not name:
+                raise InvalidArgumentError(f"jetstream sink: header {name!r} has a line break or a bad name")
+            out.append(f"{name}: {text}\r\n".encode())
+    return b"".join(out)
+
+
+# -- atomic mode ---------------------------------------------------------------------
+
+
+@dataclass
+class _Marker:
+    seq: int  # the marker's stream sequence (0: none yet)
+    batch: int  # the micro-batch it belongs to (-1: none)
+    rows: int  # rows of that micro-batch stored
+
+
+def read_marker(js: JetStream, stream: str, subject: str) -> _Marker:
+    try:
+        msg = js.get_msg(stream, last_by_subj=subject)
+    except MessageNotFoundError:
+        return _Marker(0, -1, 0)
+    body = json.loads(msg.data)
+    return _Marker(msg.seq, int(body["batch"]), int(body["rows"]))
+
+
+class _AtomicTask:
+    """One task's rows as atomic batches closed by markers (executor side)."""
+
+    def __init__(self, js: JetStream, plan: WritePlan, subject: str, batch_id: int, timeout: float) -> None:
+        assert plan.stream is not None
+        self.js = js
+        self.stream = plan.stream
+        self.subject = subject
+        self.batch_id = batch_id
+        self.timeout = timeout
+        found = read_marker(js, plan.stream, subject)
+        self.marker_seq = found.seq
+        if found.batch == batch_id:
+            self.stored = found.rows  # an earlier attempt of this very task stored these
+        elif found.batch > batch_id:
+            raise InvalidArgumentError(
+                f"jetstream sink: marker {subject} already names micro-batch {found.batch}, later than {batch_id}: "
+                "is another query writing with the same checkpoint?"
+            )
+        else:
+            self.stored = 0
+        self.skipped = self.stored
+        self.seen = 0  # rows of this task looked at so far
+        self.published = 0
+        self.pending: list[tuple[bytes, bytes, bytes]] = []  # (subject, header lines, payload) of the open chunk
+        self.pending_bytes = 0
+
+    def add(self, cols: _Columns) -> None:
+        """Take the rows of one record batch past those already stored; commit each full chunk."""
+        n = len(cols.payloads)
+        start = min(n, max(0, self.skipped - self.seen))  # the first rows an earlier attempt stored
+        self.seen += n
+        subjects, lines, payloads = cols.subjects, cols.header_lines, cols.payloads
+        for k in range(start, n):
+            payload = payloads[k]
+            self.pending.append((subjects[k], lines[k], payload))  # not cached: _commit starts a new list
+            self.pending_bytes += len(payload)
+            if len(self.pending) >= CHUNK_ROWS or self.pending_bytes >= CHUNK_BYTES:
+                self._commit()
+
+    def finish(self) -> None:
+        if self.pending:
+            self._commit()
+
+    def _commit(self) -> None:
+        rows, count, size = self.pending, len(self.pending), self.pending_bytes
+        rows_after = self.stored + count
+        marker = Member(self.subject, json.dumps({"batch": self.batch_id, "rows": rows_after}).encode(), None)
+        for attempt in range(4):
+            bid = uuid.uuid4().hex
+            bid_b = check_batch_id(bid)
+            frames = b"".join([member_frame(s, h, bid_b, seq, p) for seq, (s, h, p) in enumerate(rows, 1)])
+            marker.headers = _expect(self.marker_seq)
+            try:
+                ack = send_batch(
+                    self.js, [marker], batch_id=bid, timeout=self.timeout,
+                    encoded=frames, encoded_count=count, encoded_bytes=size,
+                )
+            except (BatchIncompleteError, BatchTooManyInflightError, TimeoutError) as exc:
+                # Not stored, or not known: the marker says which.  Only then is sending again safe.
+                found = read_marker(self.js, self.stream, self.subject)
+                if found.seq != self.marker_seq and found.batch == self.batch_id and found.rows == rows_after:
+                    self.marker_seq = found.seq
+                    break
+                if found.seq != self.marker_seq or attempt == 3:
+                    raise
+                log.info("jetstream sink: batch to %s not stored (%s); sending it again", self.stream, exc)
+                continue
+            except WrongLastSequenceError:
+                raise JetStreamAPIError(
+                    400, 10071,
+                    f"jetstream sink: another attempt wrote to {self.subject} meanwhile (a speculative or zombie "
+                    "task); this attempt stops and its retry starts from what is stored",
+                ) from None
+            self.marker_seq = ack.seq
+            break
+        self.stored = rows_after
+        self.published += count
+        self.pending = []
+        self.pending_bytes = 0
+
+
+def _expect(seq: int) -> Headers:
+    return Headers({EXPECTED_SUBJECT_SEQ: str(seq)})
+
+
+# -- msgid mode ----------------------------------------------------------------------
+
+
+class _MsgIdTask:
+    """Rows with deterministic message ids, acks counted on one wildcard inbox (executor side)."""
+
+    def __init__(self, js: JetStream, id_prefix: str, window: int, timeout: float) -> None:
+        self.js = js
+        self.conn = js.conn
+        self.id_prefix = id_prefix.encode()
+        self.window = window
+        self.timeout = timeout
+        self.inbox = self.conn.new_inbox()
+        self.sub = self.conn.subscribe(self.inbox + ".*", pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 30)
+        self.sent = 0
+        self.acked = 0
+        self.published = 0
+        self.duplicates = 0
+
+    def add(self, cols: _Columns) -> None:
+        subjects, payloads, lines = cols.subjects, cols.payloads, cols.header_lines
+        inbox = self.inbox.encode()
+        n = len(payloads)
+        i = 0
+        while i < n:
+            room = self.window - (self.sent - self.acked)
+            if room <= 0:
+                self._settle(self.sent - self.window // 2)
+                continue
+            hi = min(n, i + room)
+            parts = []
+            size = 0
+            for k in range(i, hi):
+                index = self.sent + k - i
+                own = lines[k]
+                header = (
+                    b"NATS/1.0\r\n%s\r\n" % own
+                    if b"Nats-Msg-Id: " in own
+                    else b"NATS/1.0\r\n%sNats-Msg-Id: %s-%d\r\n\r\n" % (own, self.id_prefix, index)
+                )
+                hl = len(header)
+                payload = payloads[k]
+                size += len(payload)
+                frame = b"HPUB %s %s.%d %d %d\r\n%s%s\r\n"
+                parts.append(frame % (subjects[k], inbox, index, hl, hl + len(payload), header, payload))
+            self.conn.publish_encoded(b"".join(parts), messages=hi - i, payload_bytes=size)
+            self.sent += hi - i
+            i = hi
+
+    def _settle(self, upto: int) -> None:
+        """Take acks until ``upto`` have come; raise on the first error."""
+        self.conn._send_pending()
+        take = self.sub._take
+        while self.acked < upto:
+            try:
+                msg = take(self.timeout)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"jetstream sink: {self.sent - self.acked} publish acks still missing after {self.timeout} s"
+                ) from None
+            data = msg.data
+            if not data and status_of(msg.header) == 503:
+                raise NoRespondersError(f"no stream answered a publish from the jetstream sink ({msg.subject})")
+            if b'"error"' in data:
+                from ..jetstream.api import decode_pub_ack
+
+                decode_pub_ack(data)  # raises the server's error by its code
+            self.acked += 1
+            self.published += 1
+            if b'"duplicate":true' in data:
+                self.duplicates += 1
+
+    def finish(self) -> None:
+        try:
+            self._settle(self.sent)
+        finally:
+            self.sub.unsubscribe()
+
+
+# -- the task ------------------------------------------------------------------------
+
+
+def write_batches(
+    opts: SparkOptions,
+    plan: WritePlan,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    write: str,
+    batch_id: int,
+    partition: int,
+) -> PublishedCommit:
+    """Executor side: every row of this task stored once, every ack in, before returning."""
+    js = connection(opts).jetstream(timeout=opts.ack_timeout)
+    checked: set[str] = set()
+    if plan.mode == "atomic":
+        subject = plan.marker_subject(write, partition)
+        task = _AtomicTask(js, plan, subject, batch_id, opts.ack_timeout)
+        for batch in batches:
+            if batch.num_rows:
+                task.add(_columns(batch, opts, checked))
+        task.finish()
+        return PublishedCommit(task.published, 0, task.skipped, subject)
+    ids = _MsgIdTask(js, f"{write}-{batch_id}-{partition}", 2 * opts.max_pending, opts.ack_timeout)
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                ids.add(_columns(batch, opts, checked))
+    finally:
+        ids.finish()
+    return PublishedCommit(ids.published, ids.duplicates, 0, None)
+
+
+def rows_to_batches(rows: Iterator[Any], field_names: list[str], size: int = 4096) -> Iterator[pa.RecordBatch]:
+    """Row objects (pyspark without Arrow writers) as record batches for :func:`write_batches`."""
+    import pyarrow as pa
+
+    chunk: list[Any] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield _rows_batch(pa, chunk, field_names)
+            chunk = []
+    if chunk:
+        yield _rows_batch(pa, chunk, field_names)
+
+
+def _rows_batch(pa: Any, rows: list[Any], names: list[str]) -> pa.RecordBatch:
+    columns = {}
+    for name in names:
+        values = [row[name] for row in rows]
+        if name == "headers":
+            values = [list(v.items()) if isinstance(v, dict) else v for v in values]
+            columns[name] = pa.array(values, pa.map_(pa.string(), pa.list_(pa.string())))
+        elif name == "data":
+            columns[name] = pa.array([_payload(v) if type(v) is not bytes else v for v in values], pa.binary())
+        else:
+            columns[name] = pa.array([None if v is None else str(v) for v in values], pa.string())
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def cleanup_markers(opts: SparkOptions, plan: WritePlan, markers: Iterable[str | None], *, keep: int) -> None:
+    """Driver side, after every task of a write or micro-batch succeeded: markers no retry can need."""
+    if plan.mode != "atomic" or plan.stream is None:
+        return
+    js = connection(opts).jetstream(timeout=30)
+    for subject in sorted({m for m in markers if m}):
+        try:
+            js.purge_stream(plan.stream, subject=subject, keep=keep or None)
+        except JetStreamAPIError as exc:  # tidying only: a marker left behind costs a few bytes
+            log.info("jetstream sink: could not purge marker %s: %s", subject, exc)
+
+
+def new_write_id() -> str:
+    return uuid.uuid4().hex
+
+
+__all__ = [
+    "PublishedCommit",
+    "WritePlan",
+    "cleanup_markers",
+    "new_write_id",
+    "plan_write",
+    "read_marker",
+    "rows_to_batches",
+    "write_batches",
+]

@@ -1,0 +1,364 @@
+"""The jetstream sink and failOnDataLoss on real Spark and a real nats-server, the way pipelines fail.
+
+A checkpointed streaming copy is SIGKILLed mid-write (in a child process) and
+restarted after the target's duplicate_window has passed; a batch write's task
+fails after it has provably stored rows and is retried after the window; a
+stream loses messages between planning and reading, or is made again under a
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jsclient
+import jsclient.spark
+from jsclient.server import NatsServer
+from jsclient.spark import SparkOptions
+
+pytest.importorskip("pyspark.sql", reason="install the spark extra: pip install -e '.[spark]'")
+
+from jsclient.spark.source import DataLossError, plan_ranges, read_range
+
+HERE = Path(__file__).parent
+
+
+def atomic_stream(js: jsclient.JetStream, name: str, prefix: str, window: float = 1.0) -> None:
+    """A target stream that takes atomic batches and the sink's commit markers, with a short dedupe window."""
+    js.add_stream(
+        name=name,
+        subjects=[f"{prefix}.>", f"_jsclient.commits.{name}.>"],
+        allow_atomic=True,
+        allow_direct=True,
+        duplicate_window=window,
+    )
+
+
+def data_of(js: jsclient.JetStream, stream: str, subject: str) -> list[bytes]:
+    return [m.data for m in js.direct_get_batch(stream, subject, batch=100_000)]
+
+
+def markers(js: jsclient.JetStream, stream: str) -> list[dict[str, int]]:
+    try:
+        return [json.loads(m.data) for m in js.direct_get_batch(stream, f"_jsclient.commits.{stream}.>", batch=10_000)]
+    except jsclient.MessageNotFoundError:
+        return []
+
+
+# -- options ---------------------------------------------------------------------------
+
+
+def test_spark_option_keys_are_ignored_and_typos_still_named() -> None:
+    parsed = SparkOptions.parse(
+        {"checkpointLocation": "/tmp/x", "queryName": "q", "path": "p", "stream": "S", "commitPrefix": "c.d"}
+    )
+    assert (parsed.stream, parsed.commit_prefix) == ("S", "c.d")
+    with pytest.raises(jsclient.InvalidArgumentError, match="unknown jetstream option 'checkpointLocaton'"):
+        SparkOptions.parse({"checkpointLocaton": "/tmp/x"})
+
+
+def test_checkpointed_write_stream_with_a_query_name_resumes(
+    spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
+) -> None:
+    """checkpointLocation and queryName reach the sink's options; a second run writes only what is new."""
+    js.add_stream(name="IN", subjects=["in.>"], allow_direct=True)
+    atomic_stream(js, "OUTS", "outs")
+    for i in range(500):
+        js.publish_async(f"in.{i % 3}", b"%d" % i)
+    js.publish_async_completed(timeout=30)
+
+    def run() -> None:
+        src = spark.readStream.format("jetstream").option("servers", server.url).option("stream", "IN").load()
+        query = (
+            src.selectExpr("replace(subject, 'in.', 'outs.') as subject", "data")
+            .writeStream.format("jetstream")
+            .option("servers", server.url)
+            .option("stream", "OUTS")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .queryName("resumes")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    run()
+    assert sorted(int(d) for d in data_of(js, "OUTS", "outs.>")) == list(range(500))
+    run()  # nothing new: nothing written
+    for i in range(500, 520):
+        js.publish(f"in.{i % 3}", b"%d" % i)
+    run()
+    assert sorted(int(d) for d in data_of(js, "OUTS", "outs.>")) == list(range(520))
+    assert len(markers(js, "OUTS")) <= 2  # one per partition is kept, the rest purged after each micro-batch
+
+
+# -- exactly once, the way it fails in production ---------------------------------------
+
+
+def _checkpoint_batches(checkpoint: Path) -> tuple[int, int]:
+    """The newest micro-batch planned (offsets/) and the newest committed (commits/); -1 for none."""
+
+    def newest(folder: str) -> int:
+        names = [int(p.name) for p in (checkpoint / folder).glob("*") if p.name.isdigit()]
+        return max(names, default=-1)
+
+    return newest("offsets"), newest("commits")
+
+
+def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
+    server: NatsServer, js: jsclient.JetStream, tmp_path: Path
+) -> None:
+    """SIGKILL the whole query (driver JVM and Python workers) while a micro-batch is being written, wait out the
+    target's 1 s duplicate_window, restart from the checkpoint; three times; then let it finish.
+
+    Each kill is checked to have landed inside a write: the checkpoint has planned a micro-batch it has not
+    committed, and the target already holds commit markers (stored rows) of that very micro-batch, so the
+    restart replays rows that are in the stream.  Every input must appear exactly once in the output.
+    """
+    total = 12_000
+    js.add_stream(name="SRC", subjects=["src.>"], allow_direct=True)
+    atomic_stream(js, "DST", "dst", window=1.0)
+    for i in range(total):
+        js.publish_async(f"src.{i % 4}", b"row-%d" % i, headers={"N": str(i)} if i % 3 == 0 else None)
+    js.publish_async_completed(timeout=60)
+    checkpoint = tmp_path / "checkpoint"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    command = [sys.executable, str(HERE / "spark_stream_child.py"), server.url, str(checkpoint)]
+    replayed_with_rows_stored = 0
+    for kill in range(3):
+        before = js.stream_info("DST").state.messages
+        child = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while js.stream_info("DST").state.messages < before + 1000:  # a chunk of the current batch is in
+                assert child.poll() is None, f"the query ended before kill {kill}"
+                assert time.monotonic() < deadline, "the query wrote nothing within 120 s"
+                time.sleep(0.02)
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+        planned, committed = _checkpoint_batches(checkpoint)
+        if planned > committed and any(m["batch"] == planned and m["rows"] > 0 for m in markers(js, "DST")):
+            replayed_with_rows_stored += 1
+        time.sleep(2.0)  # longer than DST's duplicate_window: message ids cannot save a replay now
+    assert replayed_with_rows_stored >= 1, "no kill landed inside a micro-batch's write; the test proved nothing"
+    done = subprocess.run(command, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "query finished" in done.stdout
+    out = Counter(data_of(js, "DST", "dst.>"))
+    assert sum(out.values()) == total, f"{sum(out.values()) - total} duplicates"
+    assert set(out) == {b"row-%d" % i for i in range(total)}
+    stored = {m.data: m.headers.get("N") for m in js.direct_get_batch("DST", "dst.>", batch=100_000)}
+    assert all(stored[b"row-%d" % i] == (str(i) if i % 3 == 0 else None) for i in range(total))
+
+
+def _fail_once_after_stored(url: str, stream: str, window: float, flag: str) -> Any:
+    """A UDF that, in partition 0's first attempt, waits until the sink has stored rows of that partition,
+    outlives the stream's duplicate_window, and fails: so the retry comes late, over rows already stored."""
+    from pyspark.sql.functions import udf
+
+    @udf("binary")
+    def pass_or_fail(i: int, data: bytes) -> bytes:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i == 1900:
+            with jsclient.connect(url) as nc:
+                js = nc.jetstream()
+                stored = 0
+                for _ in range(600):
+                    state = js.stream_info(stream, subjects_filter="out.p0").state
+                    stored = (state.subjects or {}).get("out.p0", 0)
+                    if stored >= 999:
+                        break
+                    time.sleep(0.05)
+            Path(flag).write_text(str(stored))
+            time.sleep(window + 1.0)
+            raise RuntimeError(f"injected failure after {stored} rows of partition 0 were stored")
+        return data
+
+    return pass_or_fail
+
+
+def _write_8000(spark: Any, url: str, stream: str, udf: Any) -> None:
+    """8,000 rows of 200 bytes in 4 partitions.  Rows of realistic size: Spark hands a Python writer its input
+    through a 64 KiB buffer, so rows of a few bytes would all still be in it when the UDF fails."""
+    df = spark.range(0, 8000, numPartitions=4).selectExpr(
+        "id",
+        "concat('out.p', cast(spark_partition_id() as string)) as subject",
+        "cast(lpad(cast(id as string), 200, ' ') as binary) as data",
+    )
+    df = df.select("subject", udf("id", "data").alias("data"))
+    df.write.format("jetstream").option("servers", url).option("stream", stream).mode("append").save()
+
+
+def test_a_task_retried_after_the_window_is_exactly_once_with_markers(
+    spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
+) -> None:
+    atomic_stream(js, "OUT", "out", window=1.0)
+    flag = tmp_path / "failed"
+    _write_8000(spark, server.url, "OUT", _fail_once_after_stored(server.url, "OUT", 1.0, str(flag)))
+    assert int(flag.read_text()) >= 999, "the failed attempt had stored no rows: the retry proved nothing"
+    stored = sorted(int(d) for d in data_of(js, "OUT", "out.>"))
+    assert stored == list(range(8000))  # none twice, none lost
+    assert markers(js, "OUT") == []  # the job committed: its markers are gone
+
+
+def test_without_atomic_batches_a_late_retry_duplicates_as_readme_says(
+    spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
+) -> None:
+    """The same failure on a stream without allow_atomic: message ids dedupe only within duplicate_window."""
+    js.add_stream(name="OUTID", subjects=["out.>"], duplicate_window=1.0, allow_direct=True)
+    flag = tmp_path / "failed"
+    _write_8000(spark, server.url, "OUTID", _fail_once_after_stored(server.url, "OUTID", 1.0, str(flag)))
+    stored = Counter(int(d) for d in data_of(js, "OUTID", "out.>"))
+    assert set(stored) == set(range(8000))
+    assert sum(stored.values()) - 8000 >= int(flag.read_text()) >= 999  # what the failed attempt stored, again
+
+
+def test_within_the_window_message_ids_deduplicate_a_retry(
+    spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
+) -> None:
+    js.add_stream(name="OUTW", subjects=["out.>"], duplicate_window=120, allow_direct=True)
+    flag = tmp_path / "failed"
+    _write_8000(spark, server.url, "OUTW", _fail_once_after_stored(server.url, "OUTW", 0.0, str(flag)))
+    assert int(flag.read_text()) >= 999
+    assert sorted(int(d) for d in data_of(js, "OUTW", "out.>")) == list(range(8000))
+
+
+def test_the_sink_names_what_it_needs(server: NatsServer, js: jsclient.JetStream, caplog: Any) -> None:
+    from jsclient.spark.sink import plan_write
+
+    js.add_stream(name="NOMARK", subjects=["nm.>"], allow_atomic=True)
+    with pytest.raises(jsclient.InvalidArgumentError, match=r"add '_jsclient\.commits\.NOMARK\.>' to the stream"):
+        plan_write(SparkOptions.parse({"servers": server.url, "stream": "NOMARK"}))
+    with pytest.raises(jsclient.InvalidArgumentError, match="'MISSING' does not exist"):
+        plan_write(SparkOptions.parse({"servers": server.url, "stream": "MISSING"}))
+    js.add_stream(name="IDS", subjects=["ids.>"], duplicate_window=30)
+    with caplog.at_level(logging.WARNING, logger="jsclient.spark"):
+        plan = plan_write(SparkOptions.parse({"servers": server.url, "subject": "ids.x"}))
+    assert (plan.mode, plan.stream) == ("msgid", "IDS")
+    assert "only within the duplicate_window of stream 'IDS' (30 s)" in caplog.text
+
+
+# -- failOnDataLoss --------------------------------------------------------------------
+
+
+def test_messages_removed_after_planning_are_loss(server: NatsServer, js: jsclient.JetStream, caplog: Any) -> None:
+    """The executor's read of a planned range finds fewer messages than the stream held when it was planned."""
+    js.add_stream(name="GONE", subjects=["gone.>"], allow_direct=True)
+    for i in range(3000):
+        js.publish_async(f"gone.{i % 2}", b"%d" % i)
+    js.publish_async_completed(timeout=30)
+    for filters in ("", "gone.1", "gone.0,gone.1"):
+        opts = SparkOptions.parse({"servers": server.url, "stream": "GONE", "minPartitions": "2", "subjects": filters})
+        ranges = plan_ranges(js, opts, 1001, 3000, True)
+        assert [r.expected for r in ranges] == ([1000, 1000] if filters != "gone.1" else [500, 500])
+    opts = SparkOptions.parse({"servers": server.url, "stream": "GONE", "minPartitions": "2", "batchSize": "300"})
+    first, second = plan_ranges(js, opts, 1001, 3000, True)
+    js.purge_stream("GONE", seq=1501)  # aged out between planning and reading
+    js.delete_msg("GONE", 2500)
+    assert sum(b.num_rows for b in read_range(opts, second)) == 999
+    with pytest.raises(DataLossError, match=r"held 1000 messages in sequences 1001\.\.2000.*and 500 were left to "
+                       r"read: sequences 1001\.\.1500 purged"):
+        list(read_range(opts, first))
+    lenient = SparkOptions.parse({**{"servers": server.url, "stream": "GONE"}, "failOnDataLoss": "false"})
+    with caplog.at_level(logging.WARNING, logger="jsclient.spark"):
+        rows = sum(b.num_rows for b in read_range(lenient, first))
+    assert rows == 500 and "sequences 1001..1500 purged or expired" in caplog.text
+
+
+def test_a_stream_made_again_under_a_checkpoint_is_loss(
+    spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
+) -> None:
+    js.add_stream(name="AGAIN", subjects=["again.>"], allow_direct=True)
+    for i in range(50):
+        js.publish("again.x", b"old-%d" % i)
+
+    seen: dict[str, list[bytes]] = {"true": [], "false": []}
+
+    def run(fail: str) -> Any:
+        src = (
+            spark.readStream.format("jetstream").option("servers", server.url).option("stream", "AGAIN")
+            .option("failOnDataLoss", fail).load()
+        )
+        query = (
+            src.writeStream.foreachBatch(lambda df, _: seen[fail].extend(bytes(r.data) for r in df.collect()))
+            .option("checkpointLocation", str(tmp_path / fail)).trigger(availableNow=True).start()
+        )
+        query.awaitTermination(120)
+        return query
+
+    assert run("true").exception() is None and run("false").exception() is None
+    js.delete_stream("AGAIN")
+    js.add_stream(name="AGAIN", subjects=["again.>"], allow_direct=True)
+    for i in range(80):  # more than before: sequence numbers alone would not show it
+        js.publish("again.x", b"new-%d" % i)
+    with pytest.raises(Exception, match="deleted and created again"):
+        run("true").awaitTermination(60)
+    assert run("false").exception() is None
+    assert seen["false"] == [b"old-%d" % i for i in range(50)] + [b"new-%d" % i for i in range(80)]
+
+
+# -- headers and payloads round trip --------------------------------------------------
+
+
+def test_a_read_then_write_copy_is_byte_identical(spark: Any, server: NatsServer, js: jsclient.JetStream) -> None:
+    js.add_stream(name="ORIG", subjects=["orig.>"], allow_direct=True)
+    atomic_stream(js, "COPY", "copy")
+    sent = []
+    for i in range(300):
+        data = b"%d:" % i + bytes([i % 256, 0, 13, 10, 255]) * (i % 7) + b"\r\n"
+        headers: dict[str, Any] = {"Trace": f"  spaced {i}  ", "Multi": ["a", " b", "c "]} if i % 2 else {}
+        if i % 5 == 0:
+            headers["Nats-Msg-Id"] = f"orig-{i}"
+        js.publish(f"orig.{i % 3}", data, headers=headers or None, expected_last_seq=i if i % 4 == 0 else None)
+        sent.append((f"orig.{i % 3}", data, headers))
+    df = spark.read.format("jetstream").option("servers", server.url).option("stream", "ORIG").load()
+    rows = {r.seq: r for r in df.collect()}
+    assert not any(k.startswith("Nats-") and k != "Nats-Msg-Id" for r in rows.values() for k in (r.headers or {}))
+    df.selectExpr("replace(subject, 'orig.', 'copy.') as subject", "data", "headers").write.format(
+        "jetstream"
+    ).option("servers", server.url).option("stream", "COPY").mode("append").save()
+    copied = list(js.direct_get_batch("COPY", "copy.>", batch=1000))
+    assert len(copied) == 300
+    by_data: dict[tuple[str, bytes, str], Any] = {}
+    for m in copied:
+        by_data[(m.subject.replace("copy.", "orig."), m.data, m.headers.get("Trace", ""))] = m
+    for subject, data, headers in sent:
+        m = by_data[(subject, data, headers.get("Trace", ""))]
+        assert m.data == data
+        assert m.headers.get_all("Multi") == headers.get("Multi", [])
+        assert m.headers.get("Nats-Msg-Id") == headers.get("Nats-Msg-Id")
+        assert "Nats-Expected-Last-Sequence" not in m.headers
+
+
+def test_kv_get_many_in_map_in_arrow(spark: Any, server: NatsServer, js: jsclient.JetStream) -> None:
+    kv = js.create_key_value("prices")
+    for i in range(20):
+        kv.put(f"p{i}", b"%d" % (i * 10))
+    opts = SparkOptions.parse({"servers": server.url})
+
+    def enrich(batches: Any) -> Any:
+        import pyarrow as pa
+
+        for batch in batches:
+            keys = batch.column("key").to_pylist()
+            values = jsclient.spark.kv_get_many(opts, "prices", keys)
+            yield pa.RecordBatch.from_arrays([batch.column("key"), pa.array(values, pa.binary())], ["key", "value"])
+
+    df = spark.range(100, numPartitions=3).selectExpr("concat('p', cast(id % 25 as string)) as key")
+    out = {r.key: r.value for r in df.mapInArrow(enrich, "key string, value binary").collect()}
+    assert out["p3"] == b"30" and out["p21"] is None and len(out) == 25
