@@ -62,7 +62,6 @@ held; the child raises ForkedConnectionError on use, or reconnects with
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import enum
 import functools
@@ -83,7 +82,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from tenacity import (
     RetryError,
@@ -95,8 +94,6 @@ from tenacity import (
     wait_random,
 )
 
-from . import auth
-from ._version import __version__
 from .checks import seconds, whole
 from .errors import (
     AuthorizationError,
@@ -118,6 +115,7 @@ from .errors import (
     server_error,
 )
 from .futures import ReplyFuture, ReplyKind, settle_lock
+from .handshake import open_link
 from .headers import HeadersInput, status_of
 from .headers import encode as encode_headers
 from .message import Msg
@@ -134,13 +132,12 @@ from .protocol import (
     check_publish_subject,
     check_queue_name,
     check_subscribe_subject,
-    encode_connect,
     encode_sub,
     encode_unsub,
 )
 from .scheduler import Scheduler
 from .subscription import MsgCallback, Subscription
-from .transport import PlainTransport, TLSTransport, Transport, default_tls_context, dial
+from .transport import PlainTransport, Transport
 
 if TYPE_CHECKING:
     from .jetstream.context import JetStream
@@ -534,70 +531,7 @@ class Connection:
         self._timers.call_later(self.options.ping_interval, functools.partial(_ping_main, weakref.ref(self)))
 
     def _open(self, url: str) -> tuple[Transport, Parser, list[Any]]:
-        """Dial, read INFO, start TLS if needed, send CONNECT + PING, wait for PONG (or -ERR).
-
-        Returns the transport, its parser, and any events that followed the PONG.
-        """
-        parts = urlsplit(url)
-        host = parts.hostname or "127.0.0.1"
-        timeout = self.options.connect_timeout
-        sock = dial(host, parts.port or 4222, timeout)
-        transport: Transport = PlainTransport(sock)
-        try:
-            parser = Parser(msg_class=Msg)
-            info, _ = self._read_until(transport, parser, Info, timeout)
-            assert isinstance(info, Info)
-            if parts.scheme in ("tls", "wss") or self.options.tls or self._tls_context is not None or (
-                info.data.get("tls_required")
-            ):
-                name = self.options.tls_hostname or host
-                tls = TLSTransport(sock, self._tls(), name)
-                try:
-                    tls.handshake(timeout)
-                except ssl.SSLCertVerificationError as exc:
-                    raise TLSError(
-                        f"TLS certificate verification failed for {name!r}: {exc.verify_message or exc.reason}"
-                    ) from None
-                except ssl.SSLError as exc:
-                    raise TLSError(f"TLS handshake with {mask_url(url)} failed: {exc.reason or exc}") from None
-                transport = tls
-            self._apply_info(info.data)
-            payload = self._connect_payload(parts, info.data.get("nonce"))
-            transport.sendall(encode_connect(payload) + PING)
-            _, rest = self._read_until(transport, parser, Pong, timeout)
-            transport.settimeout(None)
-        except BaseException:
-            transport.close()
-            raise
-        return transport, parser, rest
-
-    def _tls(self) -> ssl.SSLContext:
-        if self._tls_context is not None:
-            return self._tls_context
-        opts = self.options
-        return default_tls_context(opts.tls_ca_file, opts.tls_cert_file, opts.tls_key_file)
-
-    def _read_until(self, transport: Transport, parser: Parser, kind: type, timeout: float) -> tuple[Any, list[Any]]:
-        """Read until an event of ``kind``; -ERR raises.  Returns it and the events after it."""
-        deadline = time.monotonic() + timeout
-        buffer = bytearray(65536)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"server did not complete the handshake within {timeout} s")
-            transport.settimeout(remaining)
-            try:
-                n = transport.recv_into(buffer)
-            except builtins.TimeoutError:
-                continue
-            if not n:
-                raise ProtocolError("server closed the connection during the handshake")
-            events = parser.feed(memoryview(buffer)[:n])
-            for i, ev in enumerate(events):
-                if isinstance(ev, Err):
-                    raise server_error(ev.text)
-                if isinstance(ev, kind):
-                    return ev, events[i + 1 :]
+        return open_link(url, self.options, self._tls_context, self._apply_info)
 
     def _activate(self, link: tuple[Transport, Parser, list[Any]], url: str) -> None:
         """Make a handshaken transport current: resubscribe, send the buffer, start its reader."""
@@ -645,34 +579,6 @@ class Connection:
                 if left > 0:
                     frames.append(encode_unsub(sub.sid, left))
         return b"".join(frames)
-
-    def _connect_payload(self, parts: Any, nonce: str | None) -> dict[str, Any]:
-        opts = self.options
-        payload: dict[str, Any] = {
-            "verbose": opts.verbose,
-            "pedantic": opts.pedantic,
-            "lang": "python3-jsclient",
-            "version": __version__,
-            "protocol": 1,
-            "headers": True,
-            "no_responders": True,
-            "echo": opts.echo,
-        }
-        if opts.name:
-            payload["name"] = opts.name
-        user, password, token = opts.user, opts.password, opts.token
-        if parts.username and not (user or token):
-            if parts.password is not None:
-                user, password = unquote(parts.username), unquote(parts.password)
-            else:
-                token = unquote(parts.username)
-        if user:
-            payload["user"] = user
-            payload["pass"] = password or ""
-        elif token:
-            payload["auth_token"] = token
-        payload.update(auth.connect_fields(opts.nkey_seed, opts.creds_file, nonce))
-        return payload
 
     def _apply_info(self, info: dict[str, Any]) -> None:
         self._info = info

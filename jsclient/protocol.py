@@ -391,6 +391,57 @@ class Parser:
         return None
 
 
+def split_replies(
+    buf: bytes, pos: int, headers: list[bytes], payloads: list[bytes], max_control_line: int = MAX_CONTROL_LINE
+) -> tuple[int, bytes | None, list[bytes]]:
+    """Cut whole HMSG frames at ``pos`` into header blocks and payloads, up to the first status reply.
+
+    For a link that carries nothing but the replies to one bulk request
+    (:class:`jsclient.jetstream.bulk.BulkReader`): no event object per
+    message, and neither subject nor sid is decoded.  ``buf`` is immutable
+    ``bytes`` so that each slice is the value itself, copied once.  Returns
+    where parsing stopped, the header block of the status reply that ended
+    the batch (None: more bytes are needed), and the other control lines met
+    on the way (PING, INFO, -ERR, ...) for the caller to act on.
+    """
+    size = len(buf)
+    find = buf.find
+    rfind = buf.rfind
+    controls: list[bytes] = []
+    add_header = headers.append
+    add_payload = payloads.append
+    while True:
+        nl = find(b"\r\n", pos, pos + max_control_line + 2)
+        if nl < 0:
+            if size - pos > max_control_line:
+                raise _bad("control line too long", buf[pos : pos + 200])
+            return pos, None, controls
+        if not buf.startswith(b"HMSG ", pos):
+            if buf.startswith(b"MSG ", pos):
+                raise _bad("a bulk reply without headers", buf[pos:nl])
+            controls.append(buf[pos:nl])
+            pos = nl + 2
+            continue
+        last_space = rfind(b" ", pos, nl)  # HMSG <subject> <sid> [reply] <header size> <total size>
+        size_space = rfind(b" ", pos + 5, last_space)
+        body = nl + 2
+        try:
+            split = body + int(buf[size_space + 1 : last_space])
+            stop = body + int(buf[last_space + 1 : nl])
+        except ValueError:
+            raise _bad("malformed HMSG arguments", buf[pos:nl]) from None
+        if stop + 2 > size:
+            return pos, None, controls
+        if split < body or stop < split or buf[stop] != 13 or buf[stop + 1] != 10:
+            raise _bad("HMSG sizes do not match its payload", buf[pos:nl])
+        header = buf[body:split]
+        pos = stop + 2
+        if header[8:9] == b" ":  # "NATS/1.0 <status>": the end of the batch (or its error)
+            return pos, header, controls
+        add_header(header)
+        add_payload(buf[split:stop])
+
+
 # -- subjects --------------------------------------------------------------
 
 _WHITESPACE = (" ", "\t", "\r", "\n")

@@ -240,70 +240,10 @@ class DirectBatch:
             sub.unsubscribe()
 
 
-def _eob(msg: Msg) -> tuple[int, int]:
-    """Nats-Num-Pending and Nats-Last-Sequence of a ``204 EOB`` status."""
-    headers = parse(msg.header)  # type: ignore[arg-type]
+def eob_counts(header: bytes) -> tuple[int, int]:
+    """Nats-Num-Pending and Nats-Last-Sequence of a ``204 EOB`` status header block."""
+    headers = parse(header)
     return int(headers.get("Nats-Num-Pending", "0")), int(headers.get("Nats-Last-Sequence") or 0)
-
-
-def direct_get_range(
-    js: JetStream, stream: str, subject: str, first: int, last: int, *, batch: int, timeout: float
-) -> Iterator[list[Msg]]:
-    """Raw replies for the messages matching ``subject`` from ``first``, one server batch per list.
-
-    For bulk readers (the Spark source) that decode the header blocks
-    themselves: no object per message beyond the parser's.  A list may run
-    past ``last`` (a filtered batch does not know where to stop); reading
-    ends once a batch reaches ``last`` or the stream has nothing more.  The
-    next batch is requested before the current one is handed over, so the
-    server sends while the caller decodes.
-    """
-    api.check_name("stream", stream)
-    check_subscribe_subject(subject, "subject")
-    conn = js.conn
-    request = f"{js.prefix}.DIRECT.GET.{stream}"
-    inbox = conn.new_inbox()
-    sub = conn.subscribe(inbox, pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 34)
-    take = sub._take
-
-    def ask(seq: int) -> None:
-        body = api.encode({"batch": batch, "seq": seq, "next_by_subj": subject})
-        conn._publish_full(request, body, inbox, None, True)
-
-    try:
-        if first > last:
-            return
-        ask(first)
-        while True:
-            replies: list[Msg] = []
-            append = replies.append
-            while True:
-                try:
-                    msg = take(timeout)
-                except TimeoutError:
-                    raise TimeoutError(f"direct get on {stream!r}: no reply within {timeout} s") from None
-                header = msg.header
-                if header is not None and header[8] == 32:  # "NATS/1.0 <status>": not a stored message
-                    break
-                append(msg)
-            code = status_of(header)
-            if code == 404:
-                if replies:
-                    yield replies
-                return
-            if code == 503 and not msg.data:
-                raise _no_direct(js, stream)
-            if code != 204:
-                _raise_status(code or 0, parse(header).description, stream)
-            pending, newest = _eob(msg)
-            more = pending > 0 and newest < last
-            if more:
-                ask(newest + 1)
-            yield replies
-            if not more:
-                return
-    finally:
-        sub.unsubscribe()
 
 
 def count_matching(js: JetStream, stream: str, subject: str, seq: int, timeout: float | None = None) -> int:

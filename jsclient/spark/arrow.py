@@ -1,4 +1,4 @@
-"""Arrow in and out of JetStream, in bulk: direct-get replies to record batches, record batches to frames.
+"""Direct-get replies to Arrow record batches, in bulk.
 
 Pure functions on the calling thread (an executor's task thread); no locks.
 pyarrow is imported lazily by the callers' modules, never by ``jsclient``.
@@ -28,8 +28,6 @@ from ..jetstream.direct import StoredMessage
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from ..message import Msg
 
 SCHEMA = (
     "subject string, data binary, headers map<string,array<string>>, stream string, seq long, timestamp timestamp"
@@ -85,10 +83,10 @@ def subject_filter_regex(filters: Sequence[str]) -> str:
 
 
 def replies_to_batch(
-    replies: Sequence[Msg], stream: str, last: int, subject_regex: str | None = None
+    headers: Sequence[bytes], payloads: Sequence[bytes], stream: str, last: int, subject_regex: str | None = None
 ) -> tuple[pa.RecordBatch, int, pa.Array]:
-    """Rows for the replies up to sequence ``last`` (and matching ``subject_regex``), how many were in range,
-    and the sequences of every reply.
+    """Rows for direct-get replies (header blocks and payloads) up to sequence ``last`` (and matching
+    ``subject_regex``), how many were in range, and the sequences of every reply.
 
     The count is taken before the subject filter, so a caller can compare it
     with what the stream held when the range was planned.
@@ -96,7 +94,7 @@ def replies_to_batch(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    blocks = pa.array([m.header for m in replies], pa.binary())
+    blocks = pa.array(headers, pa.binary())
     lines = pc.split_pattern(blocks, "\r\n")
     ends = pc.cast(lines.offsets[1:], pa.int64())
     flat = lines.values
@@ -111,28 +109,28 @@ def replies_to_batch(
     seq_text = field(6, _SEQUENCE)
     time_text = field(5, _TIME)
     if subject is None or seq_text is None or time_text is None:
-        return _replies_to_batch_slowly(replies, last, subject_regex)
+        return _replies_to_batch_slowly(headers, payloads, last, subject_regex)
     seq = pc.cast(seq_text, pa.int64())
     try:
         stamp = pc.cast(pc.cast(time_text, pa.timestamp("ns", "UTC")), pa.timestamp("us", "UTC"), safe=False)
     except pa.ArrowInvalid:  # an older server's time format
-        return _replies_to_batch_slowly(replies, last, subject_regex)
+        return _replies_to_batch_slowly(headers, payloads, last, subject_regex)
     own = pc.subtract(pc.list_value_length(lines), 1 + _DELIVERY_LINES)  # less the version line: the user's
     with_headers = pc.indices_nonzero(pc.greater(own, 0)).to_pylist()
     map_type = pa.map_(pa.string(), pa.list_(pa.string()))
     if with_headers:
-        values: list[Any] = [None] * len(replies)
+        values: list[Any] = [None] * len(headers)
         for i in with_headers:
-            values[i] = header_map(replies[i].header.split(b"\r\n")[1 : -_DELIVERY_LINES])
-        headers = pa.array(values, map_type)
+            values[i] = header_map(headers[i].split(b"\r\n")[1 : -_DELIVERY_LINES])
+        header_column = pa.array(values, map_type)
     else:
-        headers = pa.nulls(len(replies), map_type)
+        header_column = pa.nulls(len(headers), map_type)
     batch = pa.RecordBatch.from_arrays(
         [
             subject,
-            pa.array([m.data for m in replies], pa.binary()),
-            headers,
-            pa.array([stream] * len(replies), pa.string()) if replies else pa.array([], pa.string()),
+            pa.array(payloads, pa.binary()),
+            header_column,
+            pa.array([stream] * len(headers), pa.string()),
             seq,
             stamp,
         ],
@@ -142,16 +140,18 @@ def replies_to_batch(
     in_range = pc.sum(keep).as_py() or 0
     if subject_regex is not None:
         keep = pc.and_(keep, pc.match_substring_regex(subject, subject_regex))
-    if in_range == len(replies) and subject_regex is None:
+    if in_range == len(headers) and subject_regex is None:
         return batch, in_range, seq
     return batch.filter(keep), in_range, seq
 
 
 def _replies_to_batch_slowly(
-    replies: Sequence[Msg], last: int, subject_regex: str | None
+    headers: Sequence[bytes], payloads: Sequence[bytes], last: int, subject_regex: str | None
 ) -> tuple[pa.RecordBatch, int, pa.Array]:
     """One message at a time (a reply whose server lines are not where the fast path expects them)."""
-    stored = [StoredMessage(m) for m in replies]
+    from ..message import Msg
+
+    stored = [StoredMessage(Msg.make("", p, header=h)) for h, p in zip(headers, payloads, strict=True)]
     in_range = [m for m in stored if m.seq <= last]
     if subject_regex is not None:
         matcher = re.compile(subject_regex)

@@ -1,8 +1,11 @@
-"""One connection per Python worker process, made lazily after fork, shared by every task and UDF.
+"""One connection per Python worker process, made lazily after fork, shared by every task and UDF;
+and a pool of bulk readers (links of their own, read by the task's thread) for the source's reads.
 
 Spark's Python workers are forked from ``pyspark.daemon`` and reused across
 tasks; a connection made before a fork belongs to the parent.  The cache is
-keyed by the options and the process id, guarded by ``_lock``, and closed at
+keyed by the options and the process id, guarded by ``_lock`` (which also
+guards the bulk-reader pool: a reader is taken out while a task uses it, so
+it is never shared), and closed at
 interpreter exit where Spark lets that run (workers often leave with
 ``os._exit``, so nothing may depend on it: writers wait for their acks).
 """
@@ -10,10 +13,13 @@ interpreter exit where Spark lets that run (workers often leave with
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 
 from ..connection import Connection, connect
+from ..jetstream.bulk import BulkReader
 from ..options import Options
 from .options import SparkOptions
 
@@ -37,12 +43,33 @@ def connection(options: SparkOptions | Options) -> Connection:
         return conn
 
 
+_readers: dict[tuple[Options, int], list[BulkReader]] = {}
+
+
+@contextlib.contextmanager
+def bulk_reader(options: SparkOptions) -> Iterator[BulkReader]:
+    """A bulk reader of this process for these options, for the duration of the block."""
+    key = (options.connection_options(), os.getpid())
+    with _lock:
+        idle = _readers.setdefault(key, [])
+        reader = idle.pop() if idle else BulkReader(key[0])
+    try:
+        yield reader
+    finally:
+        with _lock:
+            _readers.setdefault(key, []).append(reader)
+
+
 def close_all() -> None:
     with _lock:
         conns = [c for (_, pid), c in _cache.items() if pid == os.getpid()]
+        readers = [r for (_, pid), idle in _readers.items() if pid == os.getpid() for r in idle]
         _cache.clear()
+        _readers.clear()
     for conn in conns:
         conn.close()
+    for reader in readers:
+        reader.close()
 
 
 atexit.register(close_all)

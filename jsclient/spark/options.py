@@ -66,7 +66,7 @@ class SparkOptions:
     ending_sequence: int | None = None
     ending_time: dt.datetime | None = None
     min_partitions: int = 1
-    batch_size: int = 10_000
+    batch_size: int = 100_000
     starting_offsets: str = "earliest"
     max_messages_per_trigger: int | None = None
     fail_on_data_loss: bool = True

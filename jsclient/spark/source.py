@@ -51,11 +51,11 @@ except ImportError:  # pragma: no cover - older Spark: rows, turned into record 
     DataSourceArrowWriter = DataSourceWriter  # type: ignore[assignment,misc]
     DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[assignment,misc]
 
-from ..errors import JetStreamError, MessageNotFoundError
-from ..jetstream.direct import count_matching, direct_get_range
+from ..errors import JetStreamError, MessageNotFoundError, NoRespondersError
+from ..jetstream.direct import _no_direct, count_matching
 from . import sink
 from .arrow import SCHEMA, replies_to_batch, stored_to_batch, subject_filter_regex
-from .connections import connection
+from .connections import bulk_reader, connection
 from .options import SparkOptions, _time
 
 if TYPE_CHECKING:
@@ -65,6 +65,12 @@ if TYPE_CHECKING:
     from ..jetstream.direct import StoredMessage
 
 log = logging.getLogger("jsclient.spark")
+
+#: Bytes one bulk request asks for at most (the messages: batchSize, 100,000 unless set).  The server
+#: counts subjects, stored headers and payloads only; on the wire a reply is up to three times that (its
+#: delivery headers and the protocol line), and two requests may be answering at once: this keeps them
+#: well inside the server's per-client pending limit (64 MiB), past which it drops replies.
+BULK_BYTES = 4 << 20
 
 
 class DataLossError(JetStreamError):
@@ -135,14 +141,19 @@ def read_range(opts: SparkOptions, part: SequenceRange) -> Iterator[pa.RecordBat
     regex = subject_filter_regex(opts.subjects) if len(opts.subjects) > 1 else None
     read = 0
     seqs: list[pa.Array] = []
-    for replies in direct_get_range(
-        js, stream, server_filter(opts), part.first, part.last, batch=opts.batch_size, timeout=js.timeout
-    ):
-        batch, in_range, seq = replies_to_batch(replies, stream, part.last, regex)
-        read += in_range
-        seqs.append(seq)
-        if batch.num_rows:
-            yield batch
+    with bulk_reader(opts) as reader:
+        try:
+            for headers, payloads in reader.read(
+                stream, server_filter(opts), part.first, part.last,
+                batch=opts.batch_size, max_bytes=BULK_BYTES, timeout=js.timeout,
+            ):
+                batch, in_range, seq = replies_to_batch(headers, payloads, stream, part.last, regex)
+                read += in_range
+                seqs.append(seq)
+                if batch.num_rows:
+                    yield batch
+        except NoRespondersError:
+            raise _no_direct(js, stream) from None
     if read < part.expected:
         _check_missing(js, opts, part, read, seqs)
 

@@ -1,0 +1,123 @@
+"""Opening a link to a server: dial, INFO, TLS, CONNECT, and the first PONG.
+
+Runs on the thread that connects (the caller of ``connect()``, the reconnect
+thread, or a bulk reader's own thread) before the link is shared with
+anyone, so nothing here takes a lock.  :class:`jsclient.Connection` and
+:class:`jsclient.jetstream.bulk.BulkReader` both open their sockets here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import SplitResult, unquote, urlsplit
+
+from . import auth
+from ._version import __version__
+from .errors import ProtocolError, TimeoutError, TLSError, server_error
+from .message import Msg
+from .options import Options, mask_url
+from .protocol import PING, Err, Info, Parser, Pong, encode_connect
+from .transport import PlainTransport, TLSTransport, Transport, default_tls_context, dial
+
+
+def open_link(
+    url: str,
+    options: Options,
+    tls_context: ssl.SSLContext | None = None,
+    on_info: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[Transport, Parser, list[Any]]:
+    """Dial, read INFO, start TLS if needed, send CONNECT + PING, wait for PONG (or -ERR).
+
+    ``on_info`` sees the server's INFO before CONNECT is sent.  Returns the
+    transport, its parser, and any events that followed the PONG.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    timeout = options.connect_timeout
+    sock = dial(host, parts.port or 4222, timeout)
+    transport: Transport = PlainTransport(sock)
+    try:
+        parser = Parser(msg_class=Msg)
+        info, _ = read_until(transport, parser, Info, timeout)
+        assert isinstance(info, Info)
+        if parts.scheme in ("tls", "wss") or options.tls or tls_context is not None or info.data.get("tls_required"):
+            name = options.tls_hostname or host
+            context = tls_context or default_tls_context(
+                options.tls_ca_file, options.tls_cert_file, options.tls_key_file
+            )
+            tls = TLSTransport(sock, context, name)
+            try:
+                tls.handshake(timeout)
+            except ssl.SSLCertVerificationError as exc:
+                raise TLSError(
+                    f"TLS certificate verification failed for {name!r}: {exc.verify_message or exc.reason}"
+                ) from None
+            except ssl.SSLError as exc:
+                raise TLSError(f"TLS handshake with {mask_url(url)} failed: {exc.reason or exc}") from None
+            transport = tls
+        if on_info is not None:
+            on_info(info.data)
+        payload = connect_payload(options, parts, info.data.get("nonce"))
+        transport.sendall(encode_connect(payload) + PING)
+        _, rest = read_until(transport, parser, Pong, timeout)
+        transport.settimeout(None)
+    except BaseException:
+        transport.close()
+        raise
+    return transport, parser, rest
+
+
+def read_until(transport: Transport, parser: Parser, kind: type, timeout: float) -> tuple[Any, list[Any]]:
+    """Read until an event of ``kind``; -ERR raises.  Returns it and the events after it."""
+    deadline = time.monotonic() + timeout
+    buffer = bytearray(65536)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"server did not complete the handshake within {timeout} s")
+        transport.settimeout(remaining)
+        try:
+            n = transport.recv_into(buffer)
+        except builtins.TimeoutError:
+            continue
+        if not n:
+            raise ProtocolError("server closed the connection during the handshake")
+        events = parser.feed(memoryview(buffer)[:n])
+        for i, ev in enumerate(events):
+            if isinstance(ev, Err):
+                raise server_error(ev.text)
+            if isinstance(ev, kind):
+                return ev, events[i + 1 :]
+
+
+def connect_payload(opts: Options, parts: SplitResult, nonce: str | None) -> dict[str, Any]:
+    """The CONNECT fields for these options (credentials from the options, else from the URL)."""
+    payload: dict[str, Any] = {
+        "verbose": opts.verbose,
+        "pedantic": opts.pedantic,
+        "lang": "python3-jsclient",
+        "version": __version__,
+        "protocol": 1,
+        "headers": True,
+        "no_responders": True,
+        "echo": opts.echo,
+    }
+    if opts.name:
+        payload["name"] = opts.name
+    user, password, token = opts.user, opts.password, opts.token
+    if parts.username and not (user or token):
+        if parts.password is not None:
+            user, password = unquote(parts.username), unquote(parts.password)
+        else:
+            token = unquote(parts.username)
+    if user:
+        payload["user"] = user
+        payload["pass"] = password or ""
+    elif token:
+        payload["auth_token"] = token
+    payload.update(auth.connect_fields(opts.nkey_seed, opts.creds_file, nonce))
+    return payload

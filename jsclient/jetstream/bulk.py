@@ -1,0 +1,156 @@
+"""Bulk reads of a stream over a link of their own, read by the thread that asked.
+
+A :class:`BulkReader` belongs to one thread at a time (Spark runs one task
+per Python worker process; the per-process pool in
+:mod:`jsclient.spark.connections` hands it out) and takes no lock.  It has
+no reader thread: the asking thread sends a batched direct get (ADR-31) and
+reads the socket itself, cutting the replies into header blocks and payloads
+with :func:`jsclient.protocol.split_replies`, without an event or message
+object per reply and without handing anything between threads.  That is
+what a reader of millions of messages pays for on every one of them through
+a shared :class:`jsclient.Connection`.
+
+The next request goes out as soon as a batch's end arrives, so the server
+fills the socket while the caller decodes.  Any fault closes the link and
+raises; the next read opens a new one.  Reading stops between requests, never
+inside one, so an abandoned read leaves at most one batch in flight, which a
+new link does not see.
+"""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+import ssl
+from collections.abc import Iterator
+
+from ..errors import (
+    ConnectionLostError,
+    JetStreamAPIError,
+    NoRespondersError,
+    NoServersError,
+    ProtocolError,
+    TimeoutError,
+    server_error,
+)
+from ..handshake import open_link
+from ..headers import parse, status_of
+from ..options import Options, mask_url
+from ..protocol import PONG, check_subscribe_subject, split_replies
+from ..transport import Transport
+from . import api
+from .direct import _raise_status, eob_counts
+
+#: Bytes per recv: a few hundred replies at a time.
+RECV_SIZE = 1 << 20
+
+
+class BulkReader:
+    """Reads ranges of a stream as (header blocks, payloads) lists; one thread at a time."""
+
+    def __init__(self, options: Options, *, prefix: str = "$JS.API", tls_context: ssl.SSLContext | None = None) -> None:
+        self.options = options
+        self.prefix = prefix
+        self._tls_context = tls_context
+        self._transport: Transport | None = None
+        self._inbox = ""
+        self._rest = b""  # received, not parsed yet
+        self._chunk = bytearray(RECV_SIZE)
+
+    def _link(self) -> Transport:
+        if self._transport is not None:
+            return self._transport
+        errors = []
+        for url in self.options.servers:
+            try:
+                transport, _, _ = open_link(url, self.options, self._tls_context)
+            except (OSError, JetStreamAPIError, ProtocolError, TimeoutError) as exc:
+                errors.append(f"{mask_url(url)}: {exc}")
+                continue
+            self._inbox = f"_INBOX.{secrets.token_hex(11)}"  # its own: every subscriber of a subject gets the replies
+            transport.sendall(b"SUB %s 1\r\n" % self._inbox.encode())
+            self._transport = transport
+            self._rest = b""
+            return transport
+        raise NoServersError(f"bulk reader could not connect: {'; '.join(errors)}")
+
+    def close(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
+
+    def read(
+        self, stream: str, subject: str, first: int, last: int, *, batch: int, max_bytes: int, timeout: float
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        """Header blocks and payloads of the messages matching ``subject`` from ``first``, a server batch at a time.
+
+        A batch may run past ``last`` (a filtered batch does not know where to
+        stop); reading ends once one reaches it, or the stream has nothing more.
+        """
+        api.check_name("stream", stream)
+        check_subscribe_subject(subject, "subject")
+        if first > last:
+            return
+        ok = False
+        try:
+            transport = self._link()
+            request = f"{self.prefix}.DIRECT.GET.{stream} {self._inbox}".encode()
+            self._ask(transport, request, subject, first, batch, max_bytes)
+            while True:
+                headers: list[bytes] = []
+                payloads: list[bytes] = []
+                status = self._take_batch(transport, headers, payloads, timeout)
+                code = status_of(status)
+                if code == 404:
+                    ok = True
+                    if headers:
+                        yield headers, payloads
+                    return
+                if code == 503:
+                    raise NoRespondersError(f"no direct get responder for stream {stream!r}")
+                if code != 204:
+                    _raise_status(code or 0, parse(status).description, stream)
+                pending, newest = eob_counts(status)
+                more = pending > 0 and newest < last
+                if more:
+                    self._ask(transport, request, subject, newest + 1, batch, max_bytes)
+                else:
+                    ok = True
+                yield headers, payloads
+                if not more:
+                    return
+        finally:
+            if not ok:
+                self.close()  # a request may still be answering: that link is spent
+
+    def _ask(self, transport: Transport, request: bytes, subject: str, seq: int, batch: int, max_bytes: int) -> None:
+        body = api.encode({"batch": batch, "seq": seq, "next_by_subj": subject, "max_bytes": max_bytes})
+        transport.sendall(b"PUB %s %d\r\n%s\r\n" % (request, len(body), body))
+
+    def _take_batch(self, transport: Transport, headers: list[bytes], payloads: list[bytes], timeout: float) -> bytes:
+        """Read until the status reply that ends a batch; its header block."""
+        rest = self._rest
+        chunk = self._chunk
+        transport.settimeout(timeout)
+        try:
+            while True:
+                pos, status, controls = split_replies(rest, 0, headers, payloads)
+                for line in controls:
+                    op = line.split(b" ", 1)[0].upper()
+                    if op == b"PING":
+                        transport.sendall(PONG)
+                    elif op == b"-ERR":
+                        raise server_error(line[4:].strip().strip(b"'").decode("utf-8", "replace"))
+                rest = rest[pos:]
+                if status is not None:
+                    return status
+                try:
+                    n = transport.recv_into(chunk)
+                except builtins.TimeoutError:
+                    raise TimeoutError(f"bulk read: no reply within {timeout} s") from None
+                if not n:
+                    raise ConnectionLostError("the server closed the bulk reader's link")
+                rest += chunk[:n]  # bytes: the parser's slices are then values, copied once
+        finally:
+            self._rest = rest
+            transport.settimeout(None)
