@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from jsclient.server import NatsServer
 
@@ -25,6 +27,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--writes", type=int, default=400_000)
     parser.add_argument("--size", type=int, default=100, help="payload bytes")
+    parser.add_argument("--rounds", type=int, default=3, help="baselines and Spark rows take turns this many times")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -32,8 +35,14 @@ def main() -> None:
 
     import jsclient.spark
 
-    rows: list[tuple[str, float, str, float | None]] = []  # name, rows/s, baseline name, ratio
     payload = b"x" * args.size
+    rates: dict[str, list[float]] = {}
+
+    def timed(name: str, count: int, run: Callable[[], object]) -> None:
+        start = time.perf_counter()
+        run()
+        rates.setdefault(name, []).append(count / (time.perf_counter() - start))
+
     with NatsServer() as server, jsclient.connect(server.url) as nc:
         js = nc.jetstream(timeout=60)
         js.add_stream(name="SRC", subjects=["src.*"], storage="memory", allow_direct=True)
@@ -42,22 +51,18 @@ def main() -> None:
             js.publish_async(f"src.{i % 8}", payload)
         js.publish_async_completed(timeout=600)
 
-        start = time.perf_counter()
-        osub = js.subscribe("src.*", ordered=True, pending_msgs_limit=4_000_000)
-        for _ in range(args.messages):
-            osub.next_msg(timeout=30)
-        replay = args.messages / (time.perf_counter() - start)
-        osub.unsubscribe()
-        rows.append(("ordered consumer replay, one process", replay, "", None))
+        def replay() -> None:
+            osub = js.subscribe("src.*", ordered=True, pending_msgs_limit=4_000_000)
+            for _ in range(args.messages):
+                osub.next_msg(timeout=30)
+            osub.unsubscribe()
 
-        js.add_stream(name="PLAIN", subjects=["plain.*"], storage="memory")
-        start = time.perf_counter()
-        for i in range(args.writes):
-            js.publish_async(f"plain.{i % 8}", payload)
-        js.publish_async_completed(timeout=600)
-        pub = args.writes / (time.perf_counter() - start)
-        rows.append(("publish_async loop, one process", pub, "", None))
-        js.delete_stream("PLAIN")
+        def publish_loop() -> None:
+            js.add_stream(name="PLAIN", subjects=["plain.*"], storage="memory")
+            for i in range(args.writes):
+                js.publish_async(f"plain.{i % 8}", payload)
+            js.publish_async_completed(timeout=600)
+            js.delete_stream("PLAIN")
 
         spark = (
             SparkSession.builder.master("local[2]")
@@ -69,29 +74,36 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         jsclient.spark.register(spark)
         reader = spark.read.format("jetstream").option("servers", server.url).option("stream", "SRC")
-        reader.option("minPartitions", 1).load().write.format("noop").mode("overwrite").save()  # warm-up
-        for parts in (1, 4):
-            df = reader.option("minPartitions", parts).load()
-            start = time.perf_counter()
-            df.write.format("noop").mode("overwrite").save()
-            rate = args.messages / (time.perf_counter() - start)
-            rows.append((f"spark batch read, {parts} partition(s)", rate, "replay", rate / replay))
-
         data = spark.range(args.writes, numPartitions=2).selectExpr(
             "concat('dst.', cast(id % 8 as string)) as subject", f"cast(repeat('y', {args.size}) as binary) as data"
         ).cache()
         data.count()
-        for name, atomic in (("atomic batches + markers", True), ("message ids", False)):
-            stream = "DSTA" if atomic else "DSTM"
-            js.add_stream(name=stream, subjects=["dst.*", f"_jsclient.commits.{stream}.>"], storage="memory",
-                          allow_atomic=atomic, duplicate_window=600)
-            start = time.perf_counter()
-            data.write.format("jetstream").option("servers", server.url).option("stream", stream).mode(
-                "append"
-            ).save()
-            rate = args.writes / (time.perf_counter() - start)
-            rows.append((f"spark write, 2 partitions, {name}", rate, "publish_async", rate / pub))
-            js.delete_stream(stream)
+
+        def spark_write(stream: str, atomic: bool) -> Callable[[], None]:
+            def run() -> None:
+                js.add_stream(name=stream, subjects=["dst.*", f"_jsclient.commits.{stream}.>"], storage="memory",
+                              allow_atomic=atomic, duplicate_window=600)
+                data.write.format("jetstream").option("servers", server.url).option("stream", stream).mode(
+                    "append"
+                ).save()
+            return run
+
+        # Warm-up: Python workers, imports and the JIT of both directions.
+        reader.option("minPartitions", 1).load().write.format("noop").mode("overwrite").save()
+        spark_write("WARM", True)()
+        js.delete_stream("WARM")
+
+        for _ in range(args.rounds):
+            timed(REPLAY, args.messages, replay)
+            for parts in (1, 4):
+                df = reader.option("minPartitions", parts).load()
+                timed(f"spark batch read, {parts} partition(s)", args.messages,
+                      lambda df=df: df.write.format("noop").mode("overwrite").save())
+            timed(PUBLISH, args.writes, publish_loop)
+            for name, atomic in (("atomic batches + markers", True), ("message ids", False)):
+                stream = "DSTA" if atomic else "DSTM"
+                timed(f"spark write, 2 partitions, {name}", args.writes, spark_write(stream, atomic))
+                js.delete_stream(stream)
 
         js.add_stream(name="COPY", subjects=["copy.*", "_jsclient.commits.COPY.>"], storage="memory",
                       allow_atomic=True)
@@ -100,24 +112,31 @@ def main() -> None:
                 spark.readStream.format("jetstream").option("servers", server.url).option("stream", "SRC")
                 .option("minPartitions", 2).option("maxMessagesPerTrigger", 200_000).load()
             )
-            start = time.perf_counter()
             query = (
                 stream_df.selectExpr("replace(subject, 'src.', 'copy.') as subject", "data")
                 .writeStream.format("jetstream").option("servers", server.url).option("stream", "COPY")
-                .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+                .option("checkpointLocation", checkpoint).trigger(availableNow=True)
             )
-            query.awaitTermination()
-            rate = args.messages / (time.perf_counter() - start)
-        assert js.stream_info("COPY").state.num_subjects >= 8
-        rows.append(("streaming read->write (checkpointed)", rate, "replay", rate / replay))
+            timed("streaming read->write (checkpointed)", args.messages, lambda: query.start().awaitTermination())
         spark.stop()
 
     print(f"\njsclient spark benchmarks, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
-          f"{args.messages:,} messages read, {args.writes:,} written, {args.size} B payloads")
-    print(f"{'row':<44}{'rows/s':>12}   ratio")
-    for name, rate, base, ratio in rows:
-        tail = f"   {ratio:.2f}x {base}" if ratio is not None else ""
-        print(f"{name:<44}{rate:>12,.0f}{tail}")
+          f"{args.messages:,} messages read, {args.writes:,} written, {args.size} B payloads, "
+          f"medians of {args.rounds} rounds (baselines and Spark rows taking turns)")
+    print(f"{'row':<46}{'rows/s':>10}  {'ratio':>6}  per round")
+    for name, values in rates.items():
+        base = REPLAY if "read" in name else PUBLISH
+        if name in (REPLAY, PUBLISH):
+            print(f"{name:<46}{statistics.median(values):>10,.0f}")
+            continue
+        per_round = [v / b for v, b in zip(values, rates[base], strict=False)]
+        ratio = statistics.median(values) / statistics.median(rates[base])
+        spread = f"{min(per_round):.2f}-{max(per_round):.2f}" if per_round else ""
+        print(f"{name:<46}{statistics.median(values):>10,.0f}  {ratio:>5.2f}x  {spread} (of {base.split(',')[0]})")
+
+
+REPLAY = "ordered consumer replay, one process"
+PUBLISH = "publish_async loop, one process"
 
 
 if __name__ == "__main__":

@@ -6,7 +6,11 @@
    revenue per region and product, and writes the results back to JetStream
    (the REVENUE stream and the ``revenue`` KV bucket) exactly once: running
    the write twice adds nothing.
-4. A tour of the workflows: core request/reply, push, pull, ordered replay,
+4. A checkpointed streaming query copies the order stream into EU-pricing
+   stream EUR_ORDERS (exactly once by atomic batches and commit markers);
+   it is stopped half-way, more orders arrive, it resumes from its
+   checkpoint, and the counts show every order exactly once.
+5. A tour of the workflows: core request/reply, push, pull, ordered replay,
    direct get and KV.
 """
 
@@ -16,7 +20,9 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
+from typing import Any
 
 import jsclient
 from jsclient.server import NatsServer
@@ -30,11 +36,10 @@ def step(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-def generate_orders(js: jsclient.JetStream) -> None:
-    js.add_stream(name="ORDERS", subjects=["orders.>"], allow_direct=True, duplicate_window=120)
-    rng = random.Random(7)
+def generate_orders(js: jsclient.JetStream, first: int = 0, count: int = ORDERS) -> None:
+    rng = random.Random(7 + first)
     start = time.perf_counter()
-    for i in range(ORDERS):
+    for i in range(first, first + count):
         region = rng.choice(REGIONS)
         order = {
             "id": i,
@@ -51,7 +56,7 @@ def generate_orders(js: jsclient.JetStream) -> None:
         )
     js.publish_async_completed(timeout=60)
     took = time.perf_counter() - start
-    print(f"published {ORDERS:,} orders with acks in {took:.2f} s ({ORDERS / took:,.0f} msgs/s)")
+    print(f"published {count:,} orders with acks in {took:.2f} s ({count / took:,.0f} msgs/s)")
 
 
 def spark_pipeline(url: str, js: jsclient.JetStream) -> None:
@@ -109,6 +114,8 @@ def spark_pipeline(url: str, js: jsclient.JetStream) -> None:
             count = js.stream_info("REVENUE").state.messages
             print(f"write #{attempt}: the REVENUE stream holds {count} messages (one per region and product)")
 
+        streaming_copy(spark, url, js)
+
         kv = js.create_key_value("revenue", history=3)
         totals = revenue.groupBy("region").agg(F.round(F.sum("revenue"), 2).alias("total")).collect()
         for r in totals:
@@ -116,6 +123,66 @@ def spark_pipeline(url: str, js: jsclient.JetStream) -> None:
         print("KV bucket 'revenue':", {k: kv.get(k).value.decode() for k in sorted(kv.keys())})
     finally:
         spark.stop()
+
+
+def streaming_copy(spark: Any, url: str, js: jsclient.JetStream) -> None:
+    """ORDERS -> EUR_ORDERS with a checkpoint: stopped, more orders, resumed; each order lands exactly once."""
+    from pyspark.sql import functions as F
+
+    step("streaming: ORDERS -> EUR_ORDERS with a checkpoint, stopped half-way and resumed")
+    js.add_stream(
+        name="EUR_ORDERS",
+        subjects=["eur.>", "_jsclient.commits.EUR_ORDERS.>"],  # the sink's commit markers live beside the rows
+        allow_atomic=True,  # so the sink writes exactly once by atomic batches, not within a dedupe window
+        allow_direct=True,
+        duplicate_window=5,
+    )
+    checkpoint = tempfile.mkdtemp(prefix="jsclient-demo-checkpoint-")
+
+    def start() -> Any:
+        orders = (
+            spark.readStream.format("jetstream").option("servers", url).option("stream", "ORDERS")
+            .option("maxMessagesPerTrigger", 4000).option("minPartitions", 2).load()
+        )
+        return (
+            orders.select(F.concat(F.lit("eur."), F.element_at(F.split("subject", r"\."), 2)).alias("subject"),
+                          "data", "headers")
+            .writeStream.format("jetstream").option("servers", url).option("stream", "EUR_ORDERS")
+            .option("checkpointLocation", checkpoint).queryName("orders-to-eur")
+            .trigger(processingTime="500 milliseconds").start()
+        )
+
+    def copied() -> int:
+        state = js.stream_info("EUR_ORDERS", subjects_filter="eur.>").state
+        return sum((state.subjects or {}).values())
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 120
+        while copied() < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    query = start()
+    wait_for(ORDERS // 2)
+    query.stop()
+    print(f"stopped the query with {copied():,} of {ORDERS:,} orders copied")
+    generate_orders(js, ORDERS, ORDERS // 4)
+    total = ORDERS + ORDERS // 4
+    query = start()
+    wait_for(total)
+    query.stop()
+    ids = (
+        spark.read.format("jetstream").option("servers", url).option("stream", "EUR_ORDERS")
+        .option("subjects", "eur.>").load()
+        .select(F.get_json_object(F.col("data").cast("string"), "$.id").alias("id"))
+    )
+    stats = ids.agg(F.count("*").alias("rows"), F.countDistinct("id").alias("distinct")).first()
+    exact = stats["rows"] == stats["distinct"] == total
+    print(
+        f"resumed from the checkpoint: EUR_ORDERS holds {stats['rows']:,} orders, {stats['distinct']:,} distinct, "
+        f"of the {total:,} published: {'nothing lost, nothing doubled' if exact else 'MISMATCH'}"
+    )
+    if not exact:
+        raise SystemExit("the streaming copy lost or doubled orders")
 
 
 def workflows(nc: jsclient.Connection, js: jsclient.JetStream) -> None:
@@ -174,6 +241,7 @@ def main() -> None:
         with jsclient.connect(server.url, name="demo") as nc:
             js = nc.jetstream(timeout=30)
             step("generating the order stream")
+            js.add_stream(name="ORDERS", subjects=["orders.>"], allow_direct=True, duplicate_window=120)
             generate_orders(js)
             step("PySpark pipeline: read with the jetstream data source, aggregate, write back exactly once")
             spark_pipeline(server.url, js)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from ..protocol import check_publish_subject
 from . import api
 
 if TYPE_CHECKING:
+    from ..message import Msg
     from .context import JetStream
 
 #: The server's default limit of messages per atomic batch (it does not advertise its own).
@@ -127,6 +129,32 @@ def check_batch_id(batch_id: str) -> bytes:
     return batch_id.encode()
 
 
+def send_members(js: JetStream, frames: bytes, *, count: int, payload_bytes: int) -> None:
+    """Queue members already framed by :func:`member_frame` (none of them commits)."""
+    if count:
+        js.conn.publish_encoded(frames, messages=count, payload_bytes=payload_bytes)
+
+
+def send_commit(js: JetStream, last: Member, *, batch_id: str, total: int, timeout: float) -> Future[Msg]:
+    """Send the message that commits a batch of ``total``; its reply is the batch's ack or error."""
+    commit = Headers(last.headers) if last.headers else Headers()
+    commit[BATCH_ID] = batch_id
+    commit[BATCH_SEQUENCE] = str(total)
+    commit[BATCH_COMMIT] = "1"
+    return js.conn.request_async(last.subject, last.payload, timeout=timeout, headers=commit)
+
+
+def batch_ack(commit: Future[Msg], subject: str) -> BatchAck:
+    """Wait for a commit's reply (it times out by itself) and return the batch's ack, or raise its error."""
+    try:
+        reply = commit.result()
+    except NoRespondersError:
+        from .context import _no_stream
+
+        raise _no_stream(subject) from None
+    return decode_batch_ack(reply.data)
+
+
 def send_batch(
     js: JetStream,
     members: list[Member],
@@ -141,9 +169,8 @@ def send_batch(
 
     ``members`` must not be empty: its last one is the commit.
     """
-    conn = js.conn
     bid = check_batch_id(batch_id)
-    limit = conn.max_payload
+    limit = js.conn.max_payload
     total = encoded_count + len(members)
     if total > MAX_BATCH_MESSAGES:
         raise InvalidArgumentError(
@@ -160,20 +187,10 @@ def send_batch(
     for seq, m in enumerate(members[:-1], encoded_count + 1):
         parts.append(member_frame(m.subject.encode(), header_lines(m.headers), bid, seq, m.payload))
         payload_bytes += len(m.payload)
-    if total > 1:
-        conn.publish_encoded(b"".join(parts), messages=total - 1, payload_bytes=payload_bytes)
+    send_members(js, b"".join(parts), count=total - 1, payload_bytes=payload_bytes)
     last = members[-1]
-    commit = Headers(last.headers) if last.headers else Headers()
-    commit[BATCH_ID] = batch_id
-    commit[BATCH_SEQUENCE] = str(total)
-    commit[BATCH_COMMIT] = "1"
-    try:
-        reply = conn.request(last.subject, last.payload, timeout=timeout, headers=commit)
-    except NoRespondersError:
-        from .context import _no_stream
-
-        raise _no_stream(last.subject) from None
-    return decode_batch_ack(reply.data)
+    future = send_commit(js, last, batch_id=batch_id, total=total, timeout=timeout)
+    return batch_ack(future, last.subject)
 
 
 def publish_batch(

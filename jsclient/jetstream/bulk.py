@@ -36,7 +36,7 @@ from ..errors import (
 from ..handshake import open_link
 from ..headers import parse, status_of
 from ..options import Options, mask_url
-from ..protocol import PONG, check_subscribe_subject, split_replies
+from ..protocol import PING, PONG, check_subscribe_subject, split_replies
 from ..transport import Transport
 from . import api
 from .direct import _raise_status, eob_counts
@@ -93,9 +93,7 @@ class BulkReader:
             return
         ok = False
         try:
-            transport = self._link()
-            request = f"{self.prefix}.DIRECT.GET.{stream} {self._inbox}".encode()
-            self._ask(transport, request, subject, first, batch, max_bytes)
+            transport, request = self._first_batch_asked(stream, subject, first, batch, max_bytes, timeout)
             while True:
                 headers: list[bytes] = []
                 payloads: list[bytes] = []
@@ -123,25 +121,55 @@ class BulkReader:
             if not ok:
                 self.close()  # a request may still be answering: that link is spent
 
+    def _first_batch_asked(
+        self, stream: str, subject: str, first: int, batch: int, max_bytes: int, timeout: float
+    ) -> tuple[Transport, bytes]:
+        """Send the first request.  A pooled link is first proved alive by a PING (a link the server dropped,
+        say on a restart, often takes a send and fails only on the next read); a dead one is opened again."""
+        if self._transport is not None:
+            try:
+                self._transport.sendall(PING)
+                self._take_pong(self._transport, timeout)
+            except (OSError, ConnectionLostError, TimeoutError):
+                self.close()
+        transport = self._link()
+        request = f"{self.prefix}.DIRECT.GET.{stream} {self._inbox}".encode()
+        self._ask(transport, request, subject, first, batch, max_bytes)
+        return transport, request
+
+    def _take_pong(self, transport: Transport, timeout: float) -> None:
+        """Read until the PONG that answers our PING (nothing else is in flight on an idle link)."""
+        self._take(transport, [], [], timeout, until_pong=True)
+
     def _ask(self, transport: Transport, request: bytes, subject: str, seq: int, batch: int, max_bytes: int) -> None:
         body = api.encode({"batch": batch, "seq": seq, "next_by_subj": subject, "max_bytes": max_bytes})
         transport.sendall(b"PUB %s %d\r\n%s\r\n" % (request, len(body), body))
 
     def _take_batch(self, transport: Transport, headers: list[bytes], payloads: list[bytes], timeout: float) -> bytes:
         """Read until the status reply that ends a batch; its header block."""
+        status = self._take(transport, headers, payloads, timeout, until_pong=False)
+        assert status is not None
+        return status
+
+    def _take(
+        self, transport: Transport, headers: list[bytes], payloads: list[bytes], timeout: float, *, until_pong: bool
+    ) -> bytes | None:
+        """Read and split replies until a status reply (returned) or, ``until_pong``, a PONG (None)."""
         rest = self._rest
         chunk = self._chunk
         transport.settimeout(timeout)
         try:
             while True:
                 pos, status, controls = split_replies(rest, 0, headers, payloads)
+                rest = rest[pos:]
                 for line in controls:
                     op = line.split(b" ", 1)[0].upper()
                     if op == b"PING":
                         transport.sendall(PONG)
                     elif op == b"-ERR":
                         raise server_error(line[4:].strip().strip(b"'").decode("utf-8", "replace"))
-                rest = rest[pos:]
+                    elif op == b"PONG" and until_pong:
+                        return None
                 if status is not None:
                     return status
                 try:

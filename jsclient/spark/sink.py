@@ -36,6 +36,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ from ..errors import (
     WrongLastSequenceError,
 )
 from ..headers import Headers, status_of
-from ..jetstream.batch import Member, check_batch_id, member_frame, send_batch
+from ..jetstream.batch import Member, batch_ack, check_batch_id, member_frame, send_commit, send_members
 from ..protocol import check_publish_subject
 from .arrow import MSG_ID, user_header
 from .connections import connection
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..jetstream.context import JetStream
+    from ..message import Msg
 
 log = logging.getLogger("jsclient.spark")
 
@@ -236,8 +238,25 @@ def read_marker(js: JetStream, stream: str, subject: str) -> _Marker:
     return _Marker(msg.seq, int(body["batch"]), int(body["rows"]))
 
 
+@dataclass
+class _Chunk:
+    """Rows of one atomic batch, kept until the batch's ack is in (a failed batch is sent again)."""
+
+    rows: list[tuple[bytes, bytes, bytes]]  # (subject, header lines, payload)
+    size: int
+    rows_after: int  # the task's rows stored once this chunk is
+    commit: Future[Msg] | None = None
+
+
 class _AtomicTask:
-    """One task's rows as atomic batches closed by markers (executor side)."""
+    """One task's rows as atomic batches closed by markers (executor side).
+
+    Pipelined one deep: the next chunk's members are sent while the server
+    commits the previous chunk; the next commit goes out once the previous
+    ack has given the marker's sequence it must expect.  Each chunk is kept
+    until its ack is in, so a batch the server did not store is sent again
+    (only after the marker shows it was not stored).
+    """
 
     def __init__(self, js: JetStream, plan: WritePlan, subject: str, batch_id: int, timeout: float) -> None:
         assert plan.stream is not None
@@ -260,49 +279,73 @@ class _AtomicTask:
         self.skipped = self.stored
         self.seen = 0  # rows of this task looked at so far
         self.published = 0
-        self.pending: list[tuple[bytes, bytes, bytes]] = []  # (subject, header lines, payload) of the open chunk
+        self.pending: list[tuple[bytes, bytes, bytes]] = []  # rows of the open chunk
         self.pending_bytes = 0
+        self.inflight: _Chunk | None = None  # sent, ack not yet in
 
     def add(self, cols: _Columns) -> None:
-        """Take the rows of one record batch past those already stored; commit each full chunk."""
+        """Take the rows of one record batch past those already stored; send each full chunk."""
         n = len(cols.payloads)
         start = min(n, max(0, self.skipped - self.seen))  # the first rows an earlier attempt stored
         self.seen += n
         subjects, lines, payloads = cols.subjects, cols.header_lines, cols.payloads
         for k in range(start, n):
             payload = payloads[k]
-            self.pending.append((subjects[k], lines[k], payload))  # not cached: _commit starts a new list
+            self.pending.append((subjects[k], lines[k], payload))  # not cached: _flush starts a new list
             self.pending_bytes += len(payload)
             if len(self.pending) >= CHUNK_ROWS or self.pending_bytes >= CHUNK_BYTES:
-                self._commit()
+                self._flush()
 
     def finish(self) -> None:
         if self.pending:
-            self._commit()
+            self._flush()
+        if self.inflight is not None:
+            chunk, self.inflight = self.inflight, None
+            self._settle(chunk)
 
-    def _commit(self) -> None:
-        rows, count, size = self.pending, len(self.pending), self.pending_bytes
-        rows_after = self.stored + count
-        marker = Member(self.subject, json.dumps({"batch": self.batch_id, "rows": rows_after}).encode(), None)
+    def _flush(self) -> None:
+        rows_after = (self.inflight.rows_after if self.inflight else self.stored) + len(self.pending)
+        chunk = _Chunk(self.pending, self.pending_bytes, rows_after)
+        self.pending, self.pending_bytes = [], 0
+        bid = self._members(chunk)
+        if self.inflight is not None:
+            previous, self.inflight = self.inflight, None
+            if not self._settle(previous):
+                bid = self._members(chunk)  # the previous chunk was sent again after these: start them over
+        chunk.commit = self._commit(chunk, bid)
+        self.inflight = chunk
+
+    def _members(self, chunk: _Chunk) -> str:
+        bid = uuid.uuid4().hex
+        bid_b = check_batch_id(bid)
+        frames = b"".join([member_frame(s, h, bid_b, seq, p) for seq, (s, h, p) in enumerate(chunk.rows, 1)])
+        send_members(self.js, frames, count=len(chunk.rows), payload_bytes=chunk.size)
+        return bid
+
+    def _commit(self, chunk: _Chunk, bid: str) -> Future[Msg]:
+        marker = Member(
+            self.subject,
+            json.dumps({"batch": self.batch_id, "rows": chunk.rows_after}).encode(),
+            Headers({EXPECTED_SUBJECT_SEQ: str(self.marker_seq)}),
+        )
+        return send_commit(self.js, marker, batch_id=bid, total=len(chunk.rows) + 1, timeout=self.timeout)
+
+    def _settle(self, chunk: _Chunk) -> bool:
+        """Wait for a chunk's ack; True when it was stored as sent, False when it had to be sent again."""
+        assert chunk.commit is not None
         for attempt in range(4):
-            bid = uuid.uuid4().hex
-            bid_b = check_batch_id(bid)
-            frames = b"".join([member_frame(s, h, bid_b, seq, p) for seq, (s, h, p) in enumerate(rows, 1)])
-            marker.headers = _expect(self.marker_seq)
             try:
-                ack = send_batch(
-                    self.js, [marker], batch_id=bid, timeout=self.timeout,
-                    encoded=frames, encoded_count=count, encoded_bytes=size,
-                )
+                ack = batch_ack(chunk.commit, self.subject)
             except (BatchIncompleteError, BatchTooManyInflightError, TimeoutError) as exc:
                 # Not stored, or not known: the marker says which.  Only then is sending again safe.
                 found = read_marker(self.js, self.stream, self.subject)
-                if found.seq != self.marker_seq and found.batch == self.batch_id and found.rows == rows_after:
-                    self.marker_seq = found.seq
-                    break
+                if found.seq != self.marker_seq and found.batch == self.batch_id and found.rows == chunk.rows_after:
+                    self._stored(chunk, found.seq)
+                    return attempt == 0
                 if found.seq != self.marker_seq or attempt == 3:
                     raise
                 log.info("jetstream sink: batch to %s not stored (%s); sending it again", self.stream, exc)
+                chunk.commit = self._commit(chunk, self._members(chunk))
                 continue
             except WrongLastSequenceError:
                 raise JetStreamAPIError(
@@ -310,16 +353,14 @@ class _AtomicTask:
                     f"jetstream sink: another attempt wrote to {self.subject} meanwhile (a speculative or zombie "
                     "task); this attempt stops and its retry starts from what is stored",
                 ) from None
-            self.marker_seq = ack.seq
-            break
-        self.stored = rows_after
-        self.published += count
-        self.pending = []
-        self.pending_bytes = 0
+            self._stored(chunk, ack.seq)
+            return attempt == 0
+        raise AssertionError("unreachable")  # pragma: no cover
 
-
-def _expect(seq: int) -> Headers:
-    return Headers({EXPECTED_SUBJECT_SEQ: str(seq)})
+    def _stored(self, chunk: _Chunk, marker_seq: int) -> None:
+        self.marker_seq = marker_seq
+        self.stored = chunk.rows_after
+        self.published += len(chunk.rows)
 
 
 # -- msgid mode ----------------------------------------------------------------------

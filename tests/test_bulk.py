@@ -1,0 +1,135 @@
+"""Bulk reads: the sans-IO reply splitter, and BulkReader against a real nats-server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import jsclient
+from jsclient.jetstream.bulk import BulkReader
+from jsclient.jetstream.direct import StoredMessage
+from jsclient.message import Msg
+from jsclient.options import Options
+from jsclient.protocol import split_replies
+from jsclient.server import NatsServer
+
+
+def hmsg(header: bytes, payload: bytes, sid: int = 1, reply: bytes = b"") -> bytes:
+    args = b" ".join(x for x in (b"_INBOX.a", b"%d" % sid, reply) if x)
+    return b"HMSG %s %d %d\r\n%s%s\r\n" % (args, len(header), len(header) + len(payload), header, payload)
+
+
+STORED = b"NATS/1.0\r\nA: b\r\nNats-Stream: S\r\nNats-Subject: x\r\nNats-Sequence: 1\r\n\r\n"
+EOB = b"NATS/1.0 204 EOB\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 2\r\n\r\n"
+
+
+def test_split_stops_at_the_status_and_keeps_what_follows() -> None:
+    data = hmsg(STORED, b"one\r\ntwo") + b"PING\r\n" + hmsg(STORED, b"") + hmsg(EOB, b"") + b"PONG\r\n"
+    headers: list[bytes] = []
+    payloads: list[bytes] = []
+    pos, status, controls = split_replies(data, 0, headers, payloads)
+    assert (headers, payloads) == ([STORED, STORED], [b"one\r\ntwo", b""])
+    assert status == EOB and controls == [b"PING"]
+    assert data[pos:] == b"PONG\r\n"
+    assert all(type(x) is bytes for x in headers + payloads)
+
+
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=6), st.integers(1, 50))
+def test_split_gives_the_same_replies_however_the_bytes_arrive(bodies: list[bytes], step: int) -> None:
+    data = b"".join(hmsg(STORED, b, reply=b"r.1" if i % 2 else b"") for i, b in enumerate(bodies)) + hmsg(EOB, b"")
+    headers: list[bytes] = []
+    payloads: list[bytes] = []
+    rest = b""
+    status = None
+    for i in range(0, len(data), step):
+        rest += data[i : i + step]
+        pos, status, _ = split_replies(rest, 0, headers, payloads)
+        rest = rest[pos:]
+        if status is not None:
+            break
+    assert status == EOB and payloads == bodies and rest == b""
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"MSG _INBOX.a 1 3\r\nabc\r\n", "without headers"),
+        (b"HMSG _INBOX.a 1 x 3\r\n", "malformed"),
+        (b"HMSG _INBOX.a 1 9 3\r\nabc\r\n", "do not match"),
+        (b"HMSG _INBOX.a 1 3 3\r\nabcXY", "do not match"),
+        (b"X" * 70_000, "too long"),
+    ],
+)
+def test_split_names_bad_frames(data: bytes, words: str) -> None:
+    with pytest.raises(jsclient.ProtocolError, match=words):
+        split_replies(data, 0, [], [])
+
+
+@pytest.fixture
+def filled(js: jsclient.JetStream) -> jsclient.JetStream:
+    js.add_stream(name="BULK", subjects=["bulk.>"], allow_direct=True)
+    for i in range(5000):
+        js.publish_async(f"bulk.{i % 3}", b"%d" % i, headers={"I": str(i)} if i % 100 == 0 else None)
+    js.publish_async_completed(timeout=30)
+    return js
+
+
+def read_all(reader: BulkReader, subject: str, first: int, last: int, **kw: int) -> list[StoredMessage]:
+    out = []
+    options = {"batch": 700, "max_bytes": 1 << 20, **kw}
+    for headers, payloads in reader.read("BULK", subject, first, last, timeout=10, **options):
+        out.extend(StoredMessage(Msg.make("", p, header=h)) for h, p in zip(headers, payloads, strict=True))
+    return [m for m in out if m.seq <= last]
+
+
+def test_ranges_filters_and_batches_cut_by_max_bytes(server: NatsServer, filled: jsclient.JetStream) -> None:
+    reader = BulkReader(Options.build([server.url]))
+    try:
+        assert [m.seq for m in read_all(reader, ">", 1, 5000)] == list(range(1, 5001))
+        assert [m.seq for m in read_all(reader, ">", 1, 5000, max_bytes=2000)] == list(range(1, 5001))
+        odd = read_all(reader, "bulk.1", 10, 4000)
+        assert [m.seq for m in odd] == [s for s in range(10, 4001) if (s - 1) % 3 == 1]
+        assert read_all(reader, ">", 4990, 9000)[-1].seq == 5000
+        assert read_all(reader, ">", 6000, 9000) == []  # past the end: the server's 404 ends it
+        assert read_all(reader, ">", 3, 2) == []
+        first = read_all(reader, ">", 101, 101)[0]
+        assert (first.subject, first.data, first.headers["I"]) == ("bulk.1", b"100", "100")
+    finally:
+        reader.close()
+
+
+def test_readers_on_one_server_get_only_their_own_replies(server: NatsServer, filled: jsclient.JetStream) -> None:
+    results: dict[int, list[int]] = {}
+
+    def read(n: int) -> None:
+        reader = BulkReader(Options.build([server.url]))
+        try:
+            results[n] = [m.seq for m in read_all(reader, ">", 1 + n * 1000, 2000 + n * 1000)]
+        finally:
+            reader.close()
+
+    threads = [threading.Thread(target=read, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == {n: list(range(1 + n * 1000, 2001 + n * 1000)) for n in range(3)}
+
+
+def test_faults_close_the_link_and_the_next_read_opens_another(server: NatsServer, filled: jsclient.JetStream) -> None:
+    reader = BulkReader(Options.build([server.url]))
+    try:
+        with pytest.raises(jsclient.NoRespondersError):
+            list(reader.read("MISSING", ">", 1, 10, batch=10, max_bytes=1 << 20, timeout=5))
+        assert [m.seq for m in read_all(reader, ">", 1, 10)] == list(range(1, 11))
+        partial = reader.read("BULK", ">", 1, 5000, batch=100, max_bytes=1 << 20, timeout=5)
+        next(partial)
+        partial.close()  # abandoned between requests: one request may still be answering on that link
+        assert [m.seq for m in read_all(reader, ">", 1, 300)] == list(range(1, 301))
+        server.restart()
+        assert [m.seq for m in read_all(reader, ">", 4000, 4100)] == list(range(4000, 4101))
+    finally:
+        reader.close()
