@@ -390,8 +390,16 @@ class _ErrorEnvelope(msgspec.Struct):
     error: APIErrorBody | None = None
 
 
-class _PubAckReply(msgspec.Struct, kw_only=True):
+class _AckReply(msgspec.Struct):
+    """A reply that is either an error object or an ack (publish, batch commit)."""
+
     error: APIErrorBody | None = None
+
+
+AckT = TypeVar("AckT", bound=_AckReply)
+
+
+class _PubAckReply(_AckReply, kw_only=True):
     stream: str = ""
     seq: int = 0
     duplicate: bool = False
@@ -470,19 +478,25 @@ def decode_reply(data: bytes, kind: type[T]) -> T:
 PUB_ACK_DECODER = msgspec.json.Decoder(PubAck)
 
 
+def decode_ack(data: bytes, kind: type[AckT], what: str) -> AckT:
+    """An ack-shaped reply (an error object or the fields of ``kind``): raises the server's error by its code."""
+    try:
+        reply = msgspec.json.decode(data, type=kind)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise JetStreamAPIError(0, 0, f"unexpected {what}: {data[:200]!r}") from None
+    if reply.error is not None:
+        e = reply.error
+        raise api_error(e.code, e.err_code, e.description)
+    return reply
+
+
 def decode_pub_ack(data: bytes) -> PubAck:
     if b'"error"' not in data:
         try:
             return PUB_ACK_DECODER.decode(data)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise JetStreamAPIError(0, 0, f"unexpected publish ack: {data[:200]!r}") from None
-    try:
-        reply = msgspec.json.decode(data, type=_PubAckReply)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        raise JetStreamAPIError(0, 0, f"unexpected publish ack: {data[:200]!r}") from None
-    if reply.error is not None:
-        e = reply.error
-        raise api_error(e.code, e.err_code, e.description)
+    reply = decode_ack(data, _PubAckReply, "publish ack")
     if not reply.stream:
         raise JetStreamAPIError(0, 0, f"publish ack without a stream: {data[:200]!r}")
     return PubAck(stream=reply.stream, seq=reply.seq, duplicate=reply.duplicate, domain=reply.domain)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import InvalidArgumentError, JetStreamAPIError, NoRespondersError, api_error
+from ..errors import InvalidArgumentError, JetStreamAPIError, NoRespondersError
 from ..headers import Headers, HeadersInput, encode
 from ..payload import as_bytes
 from ..protocol import check_publish_subject
@@ -49,23 +49,16 @@ class BatchAck(msgspec.Struct, kw_only=True, frozen=True):
     domain: str | None = None
 
 
-class _BatchAckReply(msgspec.Struct):
+class _BatchAckReply(api._AckReply):
     stream: str = ""
     seq: int = 0
     count: int = 0
     batch: str = ""
     domain: str | None = None
-    error: api.APIErrorBody | None = None
 
 
 def decode_batch_ack(data: bytes) -> BatchAck:
-    try:
-        reply = msgspec.json.decode(data, type=_BatchAckReply)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        raise JetStreamAPIError(0, 0, f"unexpected batch ack: {data[:200]!r}") from None
-    if reply.error is not None:
-        e = reply.error
-        raise api_error(e.code, e.err_code, e.description)
+    reply = api.decode_ack(data, _BatchAckReply, "batch ack")
     if not reply.stream or not reply.count:
         raise JetStreamAPIError(0, 0, f"batch ack without a stream or count (not an atomic batch?): {data[:200]!r}")
     return BatchAck(stream=reply.stream, seq=reply.seq, count=reply.count, batch=reply.batch, domain=reply.domain)
