@@ -110,7 +110,9 @@ def spark_pipeline(url: str, js: jsclient.JetStream) -> None:
             F.concat_ws("-", F.lit("revenue"), F.col("region"), F.col("product")).alias("msg_id"),
         )
         for attempt in (1, 2):
-            results.write.format("jetstream").option("servers", url).mode("append").save()
+            # REVENUE has no allow_atomic: the message ids make a second write add nothing within its
+            # 300 s duplicate_window (the sink logs that limit); EUR_ORDERS below needs no window.
+            results.write.format("jetstream").option("servers", url).option("stream", "REVENUE").mode("append").save()
             count = js.stream_info("REVENUE").state.messages
             print(f"write #{attempt}: the REVENUE stream holds {count} messages (one per region and product)")
 
