@@ -54,10 +54,11 @@ def connect_fields(nkey_seed: str | None, creds_file: str | None, nonce: str | N
     """The CONNECT fields for nkey or JWT authentication (empty when neither is set)."""
     if not nkey_seed and not creds_file:
         return {}
+    if creds_file:
+        jwt, seed = read_creds(creds_file)  # a missing or bad file is named, whatever the server sent
     if not nonce:
         raise AuthorizationError("the server sent no nonce, so nkey/creds authentication is not possible")
     if creds_file:
-        jwt, seed = read_creds(creds_file)
         _, sig = sign(seed, nonce)
         return {"jwt": jwt, "sig": sig}
     assert nkey_seed is not None

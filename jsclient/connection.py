@@ -750,13 +750,20 @@ class Connection:
             return f"connection closed: {self._last_error}"
         return "connection closed"
 
-    def _pub_header(self, subject: str, size: int) -> bytes:
-        """Validate (once per subject) and cache the PUB line for this size."""
+    def _check_subject_once(self, subject: str) -> None:
+        """Validate a subject not seen lately and remember it, in a cache of at most _PREFIX_CACHE_MAX subjects
+        (every request has a reply subject of its own: a responder must not keep one entry per request)."""
         cache = self._pub_headers
         if subject not in cache:
             check_publish_subject(subject)
             if len(cache) >= _PREFIX_CACHE_MAX:
                 cache.clear()
+            cache[subject] = (-1, b"")  # validated; no PUB line cached yet
+
+    def _pub_header(self, subject: str, size: int) -> bytes:
+        """Validate (once per subject) and cache the PUB line for this size."""
+        cache = self._pub_headers
+        self._check_subject_once(subject)
         if size > self._max_payload:
             raise MaxPayloadError(
                 f"payload of {size} bytes exceeds the server's max_payload of {self._max_payload} bytes"
@@ -799,8 +806,7 @@ class Connection:
         flush_now: bool,
     ) -> None:
         if subject not in self._pub_headers:
-            check_publish_subject(subject)
-            self._pub_headers[subject] = (-1, b"")  # validated; no PUB line cached yet
+            self._check_subject_once(subject)
         if reply is not None and reply not in self._pub_headers and not reply.startswith(self._resp_prefix or "\0"):
             check_publish_subject(reply, "reply subject")
         header = encode_headers(headers) if headers is not None else b""
@@ -1454,6 +1460,10 @@ class Connection:
         self._write_lock = threading.Lock()
         self._sub_lock = threading.Lock()
         self._resp_lock = threading.Lock()
+        # The parent's timer thread did not come along: its sweep is not running here, whatever the flag
+        # said at the fork (and its lock may have been held by that thread).
+        self._deadline_lock = threading.Lock()
+        self._sweeping = False
         self._accepting = False
         transport, self._io.transport = self._io.transport, None
         self._io.reading = None

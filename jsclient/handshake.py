@@ -44,7 +44,7 @@ def open_link(
         parser = Parser(msg_class=Msg)
         info, _ = read_until(transport, parser, Info, timeout)
         assert isinstance(info, Info)
-        if parts.scheme in ("tls", "wss") or options.tls or tls_context is not None or info.data.get("tls_required"):
+        if parts.scheme == "tls" or options.tls or tls_context is not None or info.data.get("tls_required"):
             name = options.tls_hostname or host
             context = tls_context or default_tls_context(
                 options.tls_ca_file, options.tls_cert_file, options.tls_key_file

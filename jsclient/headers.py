@@ -44,6 +44,10 @@ class Headers(MutableMapping[str, str]):
         self.description = description
         if initial is None:
             return
+        if isinstance(initial, (str, bytes, bytearray)):  # type: ignore[unreachable]  # users pass them anyway
+            raise BadHeaderError(
+                f"headers must be a mapping of names to values (or a Headers), not {type(initial).__name__}"
+            )
         if isinstance(initial, Headers):
             self._map = {k: list(v) for k, v in initial._map.items()}
             return

@@ -18,7 +18,7 @@ from .checks import seconds, whole
 from .errors import InvalidArgumentError
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-SCHEMES = ("nats", "tls", "ws", "wss")
+SCHEMES = ("nats", "tls")
 #: Beyond this a poll loop costs more CPU than any wake-up it could spare.
 MAX_SPIN_WAIT = 0.01
 
@@ -189,6 +189,11 @@ def _normalise_url(url: Any) -> str:
         port = parts.port
     except ValueError:
         raise InvalidArgumentError(f"server URL {mask_url(url)!r} has a bad port") from None
+    if parts.scheme in ("ws", "wss"):
+        raise InvalidArgumentError(
+            f"server URL {mask_url(url)!r}: this version of jsclient has no WebSocket transport; "
+            "use a nats:// or tls:// URL"
+        )
     if parts.scheme not in SCHEMES:
         raise InvalidArgumentError(f"server URL {mask_url(url)!r}: scheme must be one of {', '.join(SCHEMES)}")
     if not parts.hostname:

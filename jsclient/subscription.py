@@ -31,6 +31,7 @@ from .errors import (
     ConnectionClosedError,
     Error,
     ForkedConnectionError,
+    InvalidArgumentError,
     SlowConsumerError,
     SubscriptionClosedError,
     TimeoutError,
@@ -164,6 +165,8 @@ class Subscription:
         """
         if self._cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0 or timeout != timeout):
+            raise InvalidArgumentError(f"timeout must be a number of seconds >= 0 (or None), not {timeout!r}")
         return self._take(timeout)
 
     def _take(self, timeout: float | None) -> Msg:

@@ -58,3 +58,33 @@ def test_token_auth() -> None:
             assert nc.is_connected
         with pytest.raises(jsclient.AuthorizationError):
             jsclient.connect(server.url, token="nope")
+
+
+def test_input_gaps_are_named_before_anything_is_sent(server: NatsServer, tmp_path: object) -> None:
+    """Calls that used to slip through: each raises a jsclient.Error naming the problem; nothing reaches the
+    server; the connection stays usable."""
+    with jsclient.connect(server.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="GAPS", subjects=["gaps.>"])
+        sub = nc.subscribe("gaps.x")
+        nc.flush()
+        sent = nc.stats()["out_msgs"]
+        with pytest.raises(jsclient.BadHeaderError, match="mapping of names to values"):
+            nc.publish("gaps.x", b"1", headers="k: v")  # type: ignore[arg-type]
+        with pytest.raises(jsclient.BadSubjectError, match="filter_subject"):
+            js.add_consumer("GAPS", durable_name="d", filter_subject="a b")
+        with pytest.raises(jsclient.BadSubjectError, match="filter_subjects"):
+            js.add_consumer("GAPS", durable_name="d", filter_subjects=["gaps.a", "gaps.>.x"])
+        for bad in (-1, float("nan"), "1"):
+            with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
+                sub.next_msg(timeout=bad)  # type: ignore[arg-type]
+        assert nc.stats()["out_msgs"] == sent and nc.is_connected
+        assert js.consumer_names("GAPS") == []
+        nc.publish("gaps.x", b"fine")
+        assert sub.next_msg(timeout=2).data == b"fine"
+    for url in ("ws://127.0.0.1:4222", "wss://example.test:443"):
+        with pytest.raises(jsclient.InvalidArgumentError, match="no WebSocket transport"):
+            jsclient.connect(url)
+    missing = f"{tmp_path}/nowhere.creds"
+    with pytest.raises(jsclient.InvalidArgumentError, match="cannot read creds file .*nowhere.creds"):
+        jsclient.connect(server.url, creds_file=missing, allow_reconnect=False)  # the server asks for no nonce

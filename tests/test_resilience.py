@@ -6,6 +6,7 @@ what a real server will not (garbage bytes, a frame cut in half) and say so.
 
 from __future__ import annotations
 
+import builtins
 import concurrent.futures
 import contextlib
 import multiprocessing
@@ -598,3 +599,55 @@ def test_garbage_while_a_request_reads_its_reply_is_reported() -> None:
             assert nc.is_closed
         finally:
             nc.close()
+
+
+def test_a_child_forked_while_async_requests_are_out_times_its_own_out() -> None:
+    """The parent's deadline sweep is running at the fork (20 async requests out to a silent subscriber); the
+    child's own request_async must still time out by its deadline, and request() too (issue: the child inherited
+    the sweep's running flag but not its timer thread, so its futures never expired)."""
+    with NatsServer(jetstream=False) as server:
+        nc = jsclient.connect(server.url, reconnect_after_fork=True)
+        try:
+            nc.subscribe("silent")  # a subscriber that never answers: no 503, the requests wait
+            nc.flush()
+            futures = [nc.request_async("silent", b"%d" % i, timeout=30) for i in range(20)]
+            nc.flush()
+            for attempt in range(5):
+                pid = os.fork()
+                if pid == 0:
+                    code = 3
+                    try:
+                        started = time.monotonic()
+                        fut = nc.request_async("silent", b"child", timeout=0.5)
+                        try:
+                            fut.result(timeout=5)
+                            code = 4  # answered: impossible
+                        except jsclient.TimeoutError:
+                            code = 0 if time.monotonic() - started < 3 else 5
+                        except builtins.TimeoutError:
+                            code = 6  # the future itself never resolved: the defect
+                        with contextlib.suppress(jsclient.TimeoutError):
+                            nc.request("silent", b"child sync", timeout=0.3)
+                        nc.close()
+                    finally:
+                        os._exit(code)
+                _, status = os.waitpid(pid, 0)
+                assert os.WEXITSTATUS(status) == 0, f"fork {attempt}: child exit {os.WEXITSTATUS(status)}"
+            assert not any(f.done() for f in futures)  # the parent's requests are still its own, still waiting
+        finally:
+            nc.close()
+
+
+def test_a_responder_answering_many_requests_keeps_bounded_state() -> None:
+    """Every request has its own reply subject; answering 3 x the cache bound must not keep one entry each
+    (the respond path remembered every subject it had validated, without bound)."""
+    from jsclient.connection import _PREFIX_CACHE_MAX
+
+    with NatsServer(jetstream=False) as server, jsclient.connect(server.url) as responder, jsclient.connect(
+        server.url
+    ) as requester:
+        responder.subscribe("echo", cb=lambda m: m.respond(m.data, headers={"Seen": "1"} if len(m.data) % 2 else None))
+        responder.flush()
+        futures = [requester.request_async("echo", b"%d" % i, timeout=30) for i in range(3 * _PREFIX_CACHE_MAX)]
+        assert all(f.result(timeout=60).data == b"%d" % i for i, f in enumerate(futures))
+        assert len(responder._pub_headers) <= _PREFIX_CACHE_MAX

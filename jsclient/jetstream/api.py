@@ -595,6 +595,13 @@ def validate_consumer_config(config: ConsumerConfig) -> ConsumerConfig:
         raise InvalidArgumentError(f"idle_heartbeat must be at least {MIN_IDLE_HEARTBEAT} s (server limit), not {hb}")
     if config.filter_subject is not UNSET and config.filter_subjects is not UNSET:
         raise InvalidArgumentError("set filter_subject or filter_subjects, not both")
+    from ..protocol import check_subscribe_subject
+
+    if config.filter_subject is not UNSET and config.filter_subject:
+        check_subscribe_subject(config.filter_subject, "filter_subject")
+    if config.filter_subjects is not UNSET:
+        for subject in config.filter_subjects:
+            check_subscribe_subject(subject, "filter_subjects entry")
     if config.deliver_policy == DeliverPolicy.BY_START_SEQUENCE and config.opt_start_seq is UNSET:
         raise InvalidArgumentError("deliver_policy by_start_sequence needs opt_start_seq")
     if config.deliver_policy == DeliverPolicy.BY_START_TIME and config.opt_start_time is UNSET:
