@@ -86,5 +86,5 @@ def test_input_gaps_are_named_before_anything_is_sent(server: NatsServer, tmp_pa
         with pytest.raises(jsclient.InvalidArgumentError, match="no WebSocket transport"):
             jsclient.connect(url)
     missing = f"{tmp_path}/nowhere.creds"
-    with pytest.raises(jsclient.InvalidArgumentError, match="cannot read creds file .*nowhere.creds"):
+    with pytest.raises(jsclient.InvalidArgumentError, match=r"cannot read creds file .*nowhere\.creds"):
         jsclient.connect(server.url, creds_file=missing, allow_reconnect=False)  # the server asks for no nonce
