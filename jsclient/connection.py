@@ -448,7 +448,9 @@ class Connection:
         self._watchdog_scheduler: Scheduler | None = None
         self._deadline_lock = threading.Lock()  # guards _sweeping (see _sweep_deadlines)
         self._sweeping = False
-        weakref.finalize(self, _finalize, self._io, self._timers)
+        # The finalizer holds a box, not the queue: a forked child puts a new queue in it.
+        self._events_box: list[queue.SimpleQueue[Callable[[], object] | None]] = [self._events]
+        weakref.finalize(self, _finalize, self._io, self._timers, self._events_box)
 
     # -- properties ----------------------------------------------------------
     def __repr__(self) -> str:
@@ -1481,6 +1483,7 @@ class Connection:
         self._timers = Scheduler()
         self._watchdog_scheduler = None
         self._events = queue.SimpleQueue()
+        self._events_box[0] = self._events
         self._kick = threading.Event()
         self._io.kick = self._kick
         subs, self._subs = list(self._subs.values()), {}
@@ -1733,10 +1736,13 @@ def _flusher_main(ref: weakref.ReferenceType[Connection], kick: threading.Event)
         kick.wait(poll)
 
 
-def _finalize(link: _Link, timers: Scheduler) -> None:
-    """A connection was collected without close(): end its socket and timer thread."""
+def _finalize(
+    link: _Link, timers: Scheduler, events_box: list[queue.SimpleQueue[Callable[[], object] | None]]
+) -> None:
+    """A connection was collected without close(): end its socket, its timer and its events thread."""
     link.shutdown()
     timers.close()
+    events_box[0].put(None)  # after the callbacks already queued
 
 
 def _ping_main(ref: weakref.ReferenceType[Connection]) -> None:

@@ -96,6 +96,8 @@ class Scheduler:
                 fn()
             except Exception:
                 log.exception("jsclient: error in a timer callback")
+            # Not kept while waiting for the next deadline: a bound method here would keep its connection alive.
+            del fn, head
 
     def close(self) -> None:
         with self._cond:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -87,10 +88,14 @@ class Subscription:
         # An error the next take raises once the queue is empty (guarded by _cond).
         self._pending_error: Error | None = None
         if cb is not None:
+            # The thread holds the subscription weakly and the connection not at all, so a connection
+            # dropped without close() (and its subscriptions) can be collected; the thread then ends.
             self._dispatcher = threading.Thread(
-                target=self._dispatch_loop, name=f"jsclient-sub-{sid}", daemon=True
+                target=_dispatch_main, args=(weakref.ref(self), self._queue, self._cond),
+                name=f"jsclient-sub-{sid}", daemon=True,
             )
             self._dispatcher.start()
+            weakref.finalize(self, _wake, self._cond)
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
@@ -227,36 +232,23 @@ class Subscription:
             except (SubscriptionClosedError, ConnectionClosedError):
                 return
 
-    def _dispatch_loop(self) -> None:
+    def _dispatch_one(self, msg: Msg) -> None:
+        """Dispatcher thread: one message to the callback; an exception goes to the error callback."""
+        self._bytes_out += len(msg.data)
         cb = self._cb
         assert cb is not None
-        q = self._queue
-        cond = self._cond
-        report = self._conn._report_error
-        while True:
-            try:
-                msg = q.popleft()
-            except IndexError:
-                with cond:
-                    self._busy = False
-                    cond.notify_all()  # a drain may be waiting for idleness
-                    if self._slow_reported:
-                        self._slow = self._slow_reported = False
-                    self._waiters += 1
-                    try:
-                        while not q:
-                            if self._closed is not None:
-                                return
-                            cond.wait()
-                        msg = q.popleft()
-                        self._busy = True
-                    finally:
-                        self._waiters -= 1
-            self._bytes_out += len(msg.data)
-            try:
-                cb(msg)
-            except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
-                report(exc)
+        try:
+            cb(msg)
+        except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
+            self._conn._report_error(exc)
+
+    def _idle(self) -> bool:
+        """Dispatcher thread, under _cond, queue empty: say so (a drain may wait for it); True when it ended."""
+        self._busy = False
+        self._cond.notify_all()
+        if self._slow_reported:
+            self._slow = self._slow_reported = False
+        return self._closed is not None
 
     # -- ending ------------------------------------------------------------
     def unsubscribe(self, max_msgs: int | None = None) -> None:
@@ -277,3 +269,43 @@ class Subscription:
                 # next_msg takes without the lock, so poll for that case.
                 self._cond.wait(min(remaining, 0.01))
             return True
+
+
+def _dispatch_main(ref: weakref.ReferenceType[Subscription], q: deque[Msg], cond: threading.Condition) -> None:
+    """A callback subscription's own thread: messages to the callback, in order.
+
+    Holds the subscription only while it handles a message, so a dropped
+    subscription is collected; its finalizer wakes this thread to end.
+    """
+    while True:
+        try:
+            msg = q.popleft()
+        except IndexError:
+            with cond:
+                sub = ref()
+                if sub is None or sub._idle():
+                    return
+                sub._waiters += 1
+                try:
+                    while not q:
+                        del sub  # not kept while waiting
+                        cond.wait()
+                        sub = ref()
+                        if sub is None or (sub._closed is not None and not q):
+                            return
+                    msg = q.popleft()
+                    sub._busy = True
+                finally:
+                    if sub is not None:
+                        sub._waiters -= 1
+        sub = ref()
+        if sub is None:
+            return
+        sub._dispatch_one(msg)
+        del sub
+
+
+def _wake(cond: threading.Condition) -> None:
+    """A callback subscription was collected: wake its thread so that it ends."""
+    with cond:
+        cond.notify_all()

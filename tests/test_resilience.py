@@ -651,3 +651,24 @@ def test_a_responder_answering_many_requests_keeps_bounded_state() -> None:
         futures = [requester.request_async("echo", b"%d" % i, timeout=30) for i in range(3 * _PREFIX_CACHE_MAX)]
         assert all(f.result(timeout=60).data == b"%d" % i for i, f in enumerate(futures))
         assert len(responder._pub_headers) <= _PREFIX_CACHE_MAX
+
+
+def test_dropped_connections_are_collected_and_their_threads_and_sockets_end() -> None:
+    """Ten connections dropped without close(), half with a callback subscription, all having run a future
+    (README: "a connection dropped without close() is collected and its threads end").  In a child process, so
+    that its thread and descriptor counts are its own."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with NatsServer(jetstream=False) as server:
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).parent / "gc_child.py"), server.url],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["peak"] >= result["threads"] + 40  # the connections really ran their threads
+        assert result["left"] == [], result
+        assert result["threads_after"] <= result["threads"] and result["fds_after"] <= result["fds"], result
