@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -197,3 +198,41 @@ def test_server_restart_mid_replay_file_storage() -> None:
             sub.unsubscribe()
         finally:
             nc.close()
+
+
+def test_next_msg_keeps_its_timeout_while_the_consumer_is_recreated() -> None:
+    """The server is paused (SIGSTOP) for 8 s: heartbeats stop, the consumer must be recreated, and the API
+    calls that do it wait for a server that does not answer.  Every next_msg(timeout=1) still returns or raises
+    by its deadline (with slack for a shared machine: before, one call took the whole recreation, 12 s for a
+    15 s pause); the recreation goes on in the background and every message comes once, in order."""
+    import signal
+
+    with NatsServer() as server, jsclient.connect(server.url) as nc:
+        js = nc.jetstream(timeout=2)
+        fill(js, "PAUSE", "pause.x", 50)
+        osub = js.subscribe("pause.x", ordered=True, idle_heartbeat=0.5)
+        got = [int(osub.next_msg(timeout=5).data) for _ in range(50)]
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGSTOP)
+        try:
+            longest = 0.0
+            timeouts = 0
+            paused_until = time.monotonic() + 8
+            while time.monotonic() < paused_until:
+                started = time.monotonic()
+                with pytest.raises(jsclient.TimeoutError):
+                    osub.next_msg(timeout=1.0)
+                timeouts += 1
+                longest = max(longest, time.monotonic() - started)
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+        assert timeouts >= 4 and longest < 4.0, (timeouts, longest)
+        for i in range(50, 80):
+            js.publish("pause.x", b"%d" % i)
+        deadline = time.monotonic() + 60
+        while len(got) < 80 and time.monotonic() < deadline:
+            with contextlib.suppress(jsclient.TimeoutError):
+                got.append(int(osub.next_msg(timeout=1.0).data))
+        assert got == list(range(80))
+        assert osub.resets >= 1  # it really was recreated
+        osub.unsubscribe()

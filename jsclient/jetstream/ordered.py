@@ -8,14 +8,21 @@ Threads and state:
   records the stream sequence to restart from and interrupts the taker.  It
   writes ``_rcv_cseq``/``_rcv_sseq``/``_reset_from`` under ``_lock``.
 * The **taking thread** (``next_msg``, iteration, or this subscription's own
-  callback thread) delivers what was accepted, then performs the reset
-  itself: unsubscribe the old inbox, delete the old consumer best-effort,
-  create a new one at the last accepted stream sequence + 1, with tenacity
-  backoff while JetStream is unavailable.  A deleted stream is raised.
+  callback thread) delivers what was accepted, then has the reset done and
+  waits for it no longer than its own deadline.
+* A **reset thread** (``jsclient-ordered-reset``, one at a time) performs
+  it: unsubscribe the old inbox, delete the old consumer best-effort, create
+  a new one at the last accepted stream sequence + 1, with tenacity backoff
+  while JetStream is unavailable.  It may take longer than any one
+  ``next_msg`` (a paused or unreachable server); later calls wait for the
+  same reset, and an error that ends it (a deleted stream) is raised once by
+  the next ``next_msg``.
 * The **watchdog thread** flags a reset when heartbeats stop (the consumer
   may be gone).  A reconnect is treated the same way.
 
-``_lock`` guards the generation, the reset flag and the accepted sequences.
+``_lock`` guards the generation, the reset flag and the accepted sequences;
+``_reset_cond`` (its own lock, never held with ``_lock``) the reset thread
+and the error it left.
 """
 
 from __future__ import annotations
@@ -140,6 +147,9 @@ class OrderedSubscription:
         self.resets = 0
         self.consumer = ""
         self._thread: threading.Thread | None = None
+        self._reset_cond = threading.Condition(threading.Lock())
+        self._resetter: threading.Thread | None = None  # guarded by _reset_cond
+        self._reset_error: BaseException | None = None  # guarded by _reset_cond
         # After a reconnect the consumer may be gone (a restarted server, another node): reset.
         self._hook_key = self._conn._add_reconnect_hook(self._on_reconnect)
 
@@ -268,7 +278,7 @@ class OrderedSubscription:
                 raise SubscriptionClosedError(f"ordered subscription on {self.stream!r} is closed")
             sub = self._sub
             if sub is None or (self._reset_from is not None and not sub.pending_msgs):
-                self._reset()
+                self._await_reset(deadline, timeout)
                 continue
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
@@ -301,6 +311,37 @@ class OrderedSubscription:
                 self._flag_reset()
             return
         raise error
+
+    def _await_reset(self, deadline: float | None, timeout: float | None) -> None:
+        """Taking thread: have the consumer recreated (in the background) and wait for it until ``deadline``."""
+        with self._reset_cond:
+            if self._resetter is None and self._reset_error is None:
+                self._resetter = threading.Thread(target=self._reset_in_background, name="jsclient-ordered-reset",
+                                                  daemon=True)
+                self._resetter.start()
+            while self._resetter is not None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"ordered consumer on {self.stream!r}: no message within {timeout} s "
+                        "(its consumer is being recreated)"
+                    )
+                self._reset_cond.wait(remaining)
+            error, self._reset_error = self._reset_error, None
+        if error is not None:
+            raise error
+
+    def _reset_in_background(self) -> None:
+        """Reset thread: recreate the consumer; leave an error for the taker."""
+        error: BaseException | None = None
+        try:
+            self._reset()
+        except BaseException as exc:  # noqa: BLE001 - handed to the taking thread
+            error = exc
+        with self._reset_cond:
+            self._resetter = None
+            self._reset_error = error
+            self._reset_cond.notify_all()
 
     def _reset(self) -> None:
         """Recreate the consumer at the last accepted stream sequence + 1."""
