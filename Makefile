@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all test lint demo bench bench-spark clean
+.PHONY: all test lint demo bench bench-spark soak clean
 
 all: test
 
@@ -21,6 +21,10 @@ test: lint
 lint: $(STAMP)
 	$(PY) -m ruff check jsclient tests benchmarks examples
 	$(PY) -m mypy
+
+## make soak: the fault suite run long and hard (leader kills, restarts, churn, a 10-minute soak).
+soak: $(STAMP)
+	JSCLIENT_SOAK=1 $(PY) -m pytest tests/test_faults.py tests/test_resilience.py -o timeout=1800
 
 ## make demo: the main job on an embedded nats-server.
 demo: $(STAMP)

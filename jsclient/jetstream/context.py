@@ -22,6 +22,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from ..checks import seconds, whole
 from ..errors import (
+    Error,
     InvalidArgumentError,
     JetStreamAPIError,
     JetStreamNotEnabledError,
@@ -95,6 +96,8 @@ class JetStream:
         self._blocked = 0  # publishers waiting for the window to reopen
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
         self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, conn._send_pending)
+        # Tries of a publish with retries: their caller's future reopens the window, once, when it resolves.
+        self._retry_kind = ReplyKind(_decode_async_ack, None, conn._send_pending)
         self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 8)
         self._pending_lock = threading.Lock()
         self._pending_cond = threading.Condition(self._pending_lock)
@@ -488,17 +491,22 @@ class JetStream:
         expected_last_msg_id: str | None = None,
         headers: HeadersInput | None = None,
         timeout: float | None = None,
+        retry_on_no_responders: int = 0,
     ) -> Future[PubAck]:
         """Publish without waiting: a Future resolved with the PubAck, an API error or a timeout.
 
         Blocks (up to ``timeout``) while ``publish_async_max_pending`` acks are
         outstanding, resuming once an eighth of them have settled.  Every
-        future resolves; none hangs.
+        future resolves; none hangs.  ``retry_on_no_responders=N`` sends the
+        same message again (same headers, so give a ``msg_id``), up to N times
+        with backoff, when no stream answered (as while a stream elects a new
+        leader), before the future fails with NoStreamResponseError.
         """
         hdrs = _publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
         )
         wait = self.timeout if timeout is None else seconds("timeout", timeout)
+        retries = whole("retry_on_no_responders", retry_on_no_responders, 0)
         cond = self._pending_cond
         lock = self._pending_lock
         lock.acquire()
@@ -523,10 +531,41 @@ class JetStream:
         finally:
             lock.release()
         try:
-            return self.conn._request_async(subject, payload, wait, hdrs, self._ack_kind)
+            if not retries:
+                return self.conn._request_async(subject, payload, wait, hdrs, self._ack_kind)
+            outer: Future[PubAck] = Future()
+            self._attempt(outer, subject, payload, wait, hdrs, retries, 0)
+            return outer
         except BaseException:
             self._release_pending(1)
             raise
+
+    def _attempt(
+        self, outer: Future[PubAck], subject: str, payload: bytes, wait: float, hdrs: HeadersInput | None,
+        left: int, attempt: int,
+    ) -> None:
+        """One try of a publish_async with retries; the window slot is released when ``outer`` resolves."""
+        inner = self.conn._request_async(subject, payload, wait, hdrs, self._retry_kind)
+
+        def settled(done: Future[PubAck]) -> None:  # the events thread
+            error = done.exception()
+            if isinstance(error, NoStreamResponseError) and left > 0:
+                def again() -> None:  # the timer thread
+                    try:
+                        self._attempt(outer, subject, payload, wait, hdrs, left - 1, attempt + 1)
+                    except Error as exc:
+                        outer.set_exception(exc)
+                        self._release_pending(1)
+
+                self.conn._timers.call_later(min(1.0, 0.05 * 2**attempt), again)
+                return
+            if error is not None:
+                outer.set_exception(error)
+            else:
+                outer.set_result(done.result())
+            self._release_pending(1)
+
+        inner.add_done_callback(settled)
 
     def publish_batch(
         self, messages: Iterable[Any], *, timeout: float | None = None, batch_id: str | None = None
