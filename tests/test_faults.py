@@ -8,10 +8,12 @@ happened (a leader really changed, replies really crossed a restart).
 from __future__ import annotations
 
 import gc
+import json
 import os
 import resource
 import threading
 import time
+import urllib.request
 from collections import Counter
 from concurrent.futures import Future
 
@@ -171,11 +173,21 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_open_close_and_drop_200_connections_leave_nothing_behind(server: NatsServer) -> None:
+def _server_connections(monitor: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/varz", timeout=5) as reply:
+        return int(json.load(reply)["connections"])
+
+
+def test_open_close_and_drop_200_connections_leave_nothing_behind() -> None:
     count = 600 if SOAK else 200
+    with NatsServer(jetstream=False) as server:
+        _churn(server, count, server.monitor_port)
+
+
+def _churn(server: NatsServer, count: int, monitor: int) -> None:
     gc.collect()
     time.sleep(0.2)
-    threads, fds = threading.active_count(), _fds()
+    threads, fds, conns = threading.active_count(), _fds(), _server_connections(monitor)
     for i in range(count):
         nc = jsclient.connect(server.url)
         nc.subscribe("churn", cb=lambda m: None) if i % 3 == 0 else nc.subscribe("churn")
@@ -184,11 +196,14 @@ def test_open_close_and_drop_200_connections_leave_nothing_behind(server: NatsSe
             nc.close()
         del nc  # the other half are dropped without close()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (threading.active_count() > threads or _fds() > fds):
+    while time.monotonic() < deadline and (
+        threading.active_count() > threads or _fds() > fds or _server_connections(monitor) > conns
+    ):
         gc.collect()
         time.sleep(0.2)
     assert threading.active_count() <= threads, [t.name for t in threading.enumerate()]
     assert _fds() <= fds
+    assert _server_connections(monitor) <= conns  # the server let go of every one too
 
 
 def test_bounded_soak_rss_threads_and_fds_do_not_grow(server: NatsServer) -> None:
