@@ -127,6 +127,12 @@ class Headers(MutableMapping[str, str]):
         return parse(block)
 
 
+def check_header(name: str, value: str) -> None:
+    """Raise BadHeaderError unless ``name: value`` can travel as one header line (for code that encodes its own)."""
+    _check_name(name)
+    _check_value(name, value)
+
+
 def _check_name(name: str) -> None:
     if not isinstance(name, str):
         raise BadHeaderError(f"header name must be a str, not {type(name).__name__}")

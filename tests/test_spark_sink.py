@@ -268,16 +268,59 @@ def test_messages_removed_after_planning_are_loss(server: NatsServer, js: jsclie
         assert [r.expected for r in ranges] == ([1000, 1000] if filters != "gone.1" else [500, 500])
     opts = SparkOptions.parse({"servers": server.url, "stream": "GONE", "minPartitions": "2", "batchSize": "300"})
     first, second = plan_ranges(js, opts, 1001, 3000, True)
+    odd = SparkOptions.parse({"servers": server.url, "stream": "GONE", "minPartitions": "2", "subjects": "gone.1"})
+    odd_first, odd_second = plan_ranges(js, odd, 1001, 3000, True)
     js.purge_stream("GONE", seq=1501)  # aged out between planning and reading
     js.delete_msg("GONE", 2500)
     assert sum(b.num_rows for b in read_range(opts, second)) == 999
+    assert sum(b.num_rows for b in read_range(odd, odd_second)) == 499  # 2500 (gone.1) was deleted: not loss
     with pytest.raises(DataLossError, match=r"held 1000 messages in sequences 1001\.\.2000.*and 500 were left to "
                        r"read: sequences 1001\.\.1500 purged"):
         list(read_range(opts, first))
+    with pytest.raises(DataLossError, match=r"held 500 messages in sequences 1001\.\.2000.*250 of them purged"):
+        list(read_range(odd, odd_first))  # filtered: the missing can only be counted
     lenient = SparkOptions.parse({**{"servers": server.url, "stream": "GONE"}, "failOnDataLoss": "false"})
     with caplog.at_level(logging.WARNING, logger="jsclient.spark"):
         rows = sum(b.num_rows for b in read_range(lenient, first))
     assert rows == 500 and "sequences 1001..1500 purged or expired" in caplog.text
+
+
+def test_without_direct_get_a_range_below_the_first_sequence_is_loss(
+    server: NatsServer, js: jsclient.JetStream
+) -> None:
+    """README: a stream without allow_direct is read with an ordered consumer, and only a range that starts below
+    the stream's first sequence is reported."""
+    js.add_stream(name="NODIRECT", subjects=["nd.>"])
+    for i in range(200):
+        js.publish_async("nd.x", b"%d" % i)
+    js.publish_async_completed(timeout=30)
+    opts = SparkOptions.parse({"servers": server.url, "stream": "NODIRECT", "minPartitions": "2"})
+    first, second = plan_ranges(js, opts, 1, 200, False)
+    assert first.expected is None
+    js.purge_stream("NODIRECT", seq=51)
+    with pytest.raises(DataLossError, match=r"no longer holds sequence 1, planned to be read"):
+        list(read_range(opts, first))
+    assert [r["seq"] for b in read_range(opts, second) for r in b.to_pylist()] == list(range(101, 201))
+
+
+def test_the_sink_refuses_header_lines_smuggled_in_values(server: NatsServer, js: jsclient.JetStream) -> None:
+    import pyarrow as pa
+
+    from jsclient.spark.sink import plan_write, write_batches
+
+    js.add_stream(name="HDR", subjects=["hdr.>"])
+    opts = SparkOptions.parse({"servers": server.url, "stream": "HDR"})
+    plan = plan_write(opts)
+    map_type = pa.map_(pa.string(), pa.list_(pa.string()))
+    bad = [
+        {"subject": ["hdr.a"], "data": [b"x"], "msg_id": ["id-1\r\nNats-Rollup: all"]},
+        {"subject": ["hdr.a"], "data": [b"x"], "headers": pa.array([[("A", ["ok\r\nB: smuggled"])]], map_type)},
+        {"subject": ["hdr.a"], "data": [b"x"], "headers": pa.array([[("bad name", ["v"])]], map_type)},
+    ]
+    for columns in bad:
+        with pytest.raises(jsclient.BadHeaderError):
+            write_batches(opts, plan, iter([pa.RecordBatch.from_pydict(columns)]), write="w", batch_id=0, partition=0)
+    assert js.stream_info("HDR").state.messages == 0
 
 
 def test_a_stream_made_again_under_a_checkpoint_is_loss(
