@@ -92,7 +92,11 @@ def pin_client() -> None:
         os.sched_setaffinity(0, CLIENT_CORES)
 
 
-def measure(client: str, row: Row, url: str, scale: float) -> float | None:
+#: ``--old TREE``: a second jsclient (another checkout) measured in turns with this one.
+OLD = "jsclient-old"
+
+
+def measure(client: str, row: Row, url: str, scale: float, old_tree: str = "") -> float | None:
     count = max(100, int(row.count * scale))
     if client == "pynats2" and row.key == "request":
         count = max(100, count // 10)  # it subscribes and unsubscribes per request
@@ -101,8 +105,8 @@ def measure(client: str, row: Row, url: str, scale: float) -> float | None:
     if row.key == "watchdog":
         count = row.count  # a fixed population, not a work count
     proc = subprocess.run(
-        [sys.executable, "-m", row.module, client, row.key, url, str(count)],
-        cwd=ROOT,
+        [sys.executable, "-m", row.module, "jsclient" if client == OLD else client, row.key, url, str(count)],
+        cwd=old_tree if client == OLD else ROOT,  # `python -m` imports jsclient from its working directory
         capture_output=True,
         text=True,
         timeout=600,
@@ -134,6 +138,9 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write the results to this file")
     parser.add_argument("--from-json", default="", help="print the tables of an earlier --json file, measure nothing")
     parser.add_argument("--rst", action="store_true", help="print the table as reStructuredText (for README.rst)")
+    parser.add_argument(
+        "--old", default="", help="a checkout of an earlier jsclient, measured in turns with this one (before/after)"
+    )
     args = parser.parse_args()
     wanted = {r for r in args.rows.split(",") if r}
     rows = [r for r in ROWS + JS_ROWS if not wanted or r.key in wanted]
@@ -167,10 +174,11 @@ def main() -> None:
             for row in rows:
                 # Clients take turns within each repeat, so a machine that speeds up or slows
                 # down during a row weighs on every client's median alike.
-                runs: dict[str, list[float]] = {client: [] for client in row.clients}
+                clients = (*row.clients, OLD) if args.old and "jsclient" in row.clients else row.clients
+                runs: dict[str, list[float]] = {client: [] for client in clients}
                 for _ in range(args.repeat):
-                    for client in row.clients:
-                        rate = measure(client, row, server.url, args.scale)
+                    for client in clients:
+                        rate = measure(client, row, server.url, args.scale, args.old)
                         if rate is not None:
                             runs[client].append(rate)
                 results[row.key] = {}
@@ -191,6 +199,12 @@ def _ratio(row: Row, res: dict[str, float | None]) -> float | None:
     return js / py if js and py else None
 
 
+def _of_raw(res: dict[str, float | None]) -> str:
+    """jsclient as a share of the raw-socket bound (what the server allows), or "-"."""
+    js, raw = res.get("jsclient"), res.get("raw")
+    return f"{100 * js / raw:.0f} %" if js and raw else "-"
+
+
 def print_rst(
     rows: list[Row],
     results: dict[str, dict[str, float | None]],
@@ -200,8 +214,8 @@ def print_rst(
 ) -> None:
     print(f"Measured {date or time.strftime('%Y-%m-%d')} on {host or machine()}, medians of {repeat} runs, by")
     print("``make bench`` (clients pinned to one core, server and feeders to the other).\n")
-    widths = (48, 12, 12, 12, 12, 8, 8)
-    names = ("row", "jsclient", "nats-py", "pynats2", "raw", "ratio", "target")
+    widths = (48, 12, 12, 12, 12, 8, 8, 8)
+    names = ("row", "jsclient", "nats-py", "pynats2", "raw", "% raw", "ratio", "target")
     border = "  ".join("=" * w for w in widths)
     print(border)
     print("  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip())
@@ -218,6 +232,7 @@ def print_rst(
             else:
                 cells.append(f"{value:,.0f}")
         ratio = _ratio(row, res)
+        cells.append(_of_raw(res))
         cells.append(f"{ratio:.2f}x" if ratio else "-")
         cells.append(f"{row.target:.1f}x" if row.target else "-")
         print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
@@ -234,7 +249,11 @@ def print_table(
     print(f"\njsclient benchmarks, {date or time.strftime('%Y-%m-%d')}, {host or machine()}")
     print(f"rates are medians of {repeat} runs; ratio = jsclient / nats-py; raw = pre-encoded frames on a bare socket")
     print()
-    head = f"{'row':<36}{'jsclient':>12}{'nats-py':>12}{'pynats2':>12}{'raw':>12}{'ratio':>8}{'target':>8}  ok"
+    old = any(OLD in res for res in results.values())
+    head = f"{'row':<36}{'jsclient':>12}{'nats-py':>12}{'pynats2':>12}{'raw':>12}"
+    head += f"{'% raw':>8}{'ratio':>8}{'target':>8}  ok"
+    if old:
+        head += f"{'old':>12}{'new/old':>9}"
     print(head)
     print("-" * len(head))
     for row in rows:
@@ -250,7 +269,12 @@ def print_table(
         ratio_s = f"{ratio:>7.2f}x" if ratio else f"{'-':>8}"
         target_s = f"{row.target:>7.1f}x" if row.target else f"{'-':>8}"
         verdict = "" if row.target is None or ratio is None else ("yes" if ratio >= row.target else "NO")
-        print(f"{row.title:<36}{''.join(cells)}{ratio_s}{target_s}  {verdict}")
+        line = f"{row.title:<36}{''.join(cells)}{_of_raw(res):>8}{ratio_s}{target_s}  {verdict:<3}"
+        if old:
+            before, now = res.get(OLD), res.get("jsclient")
+            change = f"{now / before:>8.2f}x" if before and now and row.higher_is_better else f"{'-':>9}"
+            line += (f"{before:>12,.0f}" if before else f"{'-':>12}") + change
+        print(line.rstrip())
 
 
 if __name__ == "__main__":

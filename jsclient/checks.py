@@ -29,3 +29,13 @@ def seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
         bound = ">= 0" if allow_zero else "> 0"
         raise InvalidArgumentError(f"{name} must be a number of seconds {bound}, not {value!r}")
     return number
+
+
+_HUGE = 1 << 53  # an int timeout past this is left to seconds(), which names the problem
+
+
+def check_timeout(timeout: Any) -> None:
+    """seconds() for the hot paths: a positive finite float or int (not a bool) passes with two tests."""
+    kind = type(timeout)
+    if not ((kind is float and 0 < timeout < math.inf) or (kind is int and 0 < timeout < _HUGE)):
+        seconds("timeout", timeout)

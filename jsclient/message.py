@@ -85,7 +85,7 @@ class Msg(MsgEvent):
         # Sent at once, not via the flusher: a requester is waiting on it.
         if type(data) is not bytes:
             data = _as_bytes(data)
-        conn._publish_full(self.reply, data, None, headers, True)
+        conn.core.publish_message(self.reply, data, headers=headers, send_now=True)
 
     # -- JetStream -------------------------------------------------------------
     @property
@@ -137,7 +137,7 @@ class Msg(MsgEvent):
         if self._ack_state != ACK_OPEN:
             return
         conn = self._ack_target()
-        conn._publish_raw(self.reply, payload)  # type: ignore[arg-type]
+        conn.core.publish_control(self.reply, payload)  # type: ignore[arg-type]
         if terminal:
             self._ack_state = ACK_TERMINAL
 

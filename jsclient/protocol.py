@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import BadSubjectError, ProtocolError
+from .errors import BadSubjectError, MaxPayloadError, ProtocolError
 
 #: Longest control line (everything up to CRLF that is not payload) we accept.
 #: INFO lines carry a server's connect URLs, so this is larger than the
@@ -523,3 +523,67 @@ def encode_unsub(sid: int, max_msgs: int | None = None) -> bytes:
     if max_msgs:
         return b"UNSUB %d %d\r\n" % (sid, max_msgs)
     return b"UNSUB %d\r\n" % sid
+
+
+#: Subjects remembered by a :class:`PubEncoder` (and the request heads beside it)
+#: before the cache starts again: every request has a reply subject of its own,
+#: and a responder must not keep one entry per request.
+PREFIX_CACHE_MAX = 4096
+
+
+class PubEncoder:
+    """PUB/HPUB frames for one connection, with the caches that make a repeated subject cost one dict lookup.
+
+    ``lines`` maps a subject to ``(payload size, PUB line)`` of its last
+    plain publish (size -1: validated, no line yet); a subject is in it only
+    once it passed :func:`check_publish_subject`.  Any thread may use it:
+    dict reads and writes are atomic, and a race only builds a line twice.
+    """
+
+    __slots__ = ("lines", "max_payload", "own_inbox")
+
+    def __init__(self) -> None:
+        self.lines: dict[str, tuple[int, bytes]] = {}
+        self.max_payload = 1024 * 1024
+        self.own_inbox = "\0"  # replies under our own request inbox need no check
+
+    def set_max_payload(self, max_payload: int) -> None:
+        if max_payload != self.max_payload:
+            self.max_payload = max_payload
+            self.lines.clear()  # cached lines were checked against the old limit
+
+    def check_once(self, subject: str) -> None:
+        """Validate a subject not seen lately and remember it (at most PREFIX_CACHE_MAX of them)."""
+        cache = self.lines
+        if subject not in cache:
+            check_publish_subject(subject)
+            if len(cache) >= PREFIX_CACHE_MAX:
+                cache.clear()
+            cache[subject] = (-1, b"")
+
+    def pub_line(self, subject: str, size: int) -> bytes:
+        """The ``PUB <subject> <size>`` line, validated (once per subject) and cached for this size."""
+        self.check_once(subject)
+        if size > self.max_payload:
+            raise MaxPayloadError(
+                f"payload of {size} bytes exceeds the server's max_payload of {self.max_payload} bytes"
+            )
+        line = b"PUB %s %d\r\n" % (subject.encode(), size)
+        self.lines[subject] = (size, line)
+        return line
+
+    def frame(self, subject: str, payload: bytes, reply: str | None, header: bytes) -> bytes:
+        """A whole PUB (or HPUB, with an encoded ``header``) frame, everything checked."""
+        if subject not in self.lines:
+            self.check_once(subject)
+        if reply is not None and reply not in self.lines and not reply.startswith(self.own_inbox):
+            check_publish_subject(reply, "reply subject")
+        size = len(payload) + len(header)
+        if size > self.max_payload:
+            raise MaxPayloadError(
+                f"message of {size} bytes (headers included) exceeds the server's "
+                f"max_payload of {self.max_payload} bytes"
+            )
+        if header:
+            return encode_hpub(subject, header, payload, reply)
+        return encode_pub(subject, payload, reply)

@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from .checks import check_timeout
 from .errors import (
     ConnectionClosedError,
     Error,
@@ -240,7 +241,7 @@ class Subscription:
         try:
             cb(msg)
         except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
-            self._conn._report_error(exc)
+            self._conn.core.report_error(exc)
 
     def _idle(self) -> bool:
         """Dispatcher thread, under _cond, queue empty: say so (a drain may wait for it); True when it ended."""
@@ -253,11 +254,14 @@ class Subscription:
     # -- ending ------------------------------------------------------------
     def unsubscribe(self, max_msgs: int | None = None) -> None:
         """Stop now (discarding what is queued) or, with ``max_msgs``, after that many in total."""
-        self._conn._unsubscribe(self, max_msgs)
+        self._conn.core.unsubscribe(self, max_msgs)
 
     def drain(self, timeout: float | None = None) -> None:
         """Stop receiving, then wait until every queued message has been taken or handled."""
-        self._conn._drain_subscription(self, timeout)
+        conn = self._conn
+        timeout = conn.options.drain_timeout if timeout is None else timeout
+        check_timeout(timeout)
+        conn.core.drain_subscription(self, timeout)
 
     def _wait_drained(self, deadline: float) -> bool:
         """Wait until the queue is empty and the callback (if any) has returned."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 import jsclient
-from jsclient.connection import _ReadSide
+from jsclient.core.reader import ReadSide
 from jsclient.server import NatsServer
 
 from .conftest import ErrorLog, request_ended_by
@@ -448,10 +448,11 @@ def test_options_are_picklable_and_hide_secrets() -> None:
 
 
 def test_dropped_connection_is_collected(server: NatsServer) -> None:
+    before = {t.ident for t in threading.enumerate()}
     nc = jsclient.connect(server.url)
     nc.subscribe("x")
     ref = weakref.ref(nc)
-    reader = nc._reader
+    reader = next(t for t in threading.enumerate() if t.name == "jsclient-reader" and t.ident not in before)
     del nc
     gc.collect()
     assert ref() is None
@@ -541,7 +542,7 @@ def test_request_async_callbacks_never_run_on_the_reader(nc: jsclient.Connection
     assert where == ["jsclient-events"]
 
 
-# -- request() callers that read their own replies (connection._ReadSide) -------------------------------------------
+# -- request() callers that read their own replies (jsclient.core.reader) -------------------------------------------
 # A connection that only makes requests lets the thread blocked in request() read the socket itself, and its reader
 # thread steps aside meanwhile.  These tests check that nothing else a connection does suffers from it.
 
@@ -561,7 +562,7 @@ def test_requester_steps_the_reader_aside_and_back(server: NatsServer) -> None:
         with jsclient.connect(server.url) as nc:
             for i in range(50):
                 assert nc.request("svc.aside", b"%d" % i).data == b"re:%d" % i
-            side = nc._io.reading
+            side = nc._session.link.reading
             assert side is not None
             deadline = time.monotonic() + 5
             while not side.parked and time.monotonic() < deadline:
@@ -672,7 +673,7 @@ def test_close_from_another_thread_ends_a_waiting_request(server: NatsServer) ->
 
 
 def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> None:
-    from jsclient.connection import MAX_SPIN_BACKOFF, SpinBackoff
+    from jsclient.core.reader import MAX_SPIN_BACKOFF, SpinBackoff
 
     spin = SpinBackoff()
     assert spin.until(10.0, 0.0) == 0.0  # spin_wait=0: never
@@ -688,7 +689,7 @@ def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> N
     assert [spin.until(0.0, 0.5) for _ in range(3)] == [0.0, 0.0, 0.5]
 
 
-QuickAndSlow = tuple[jsclient.Connection, _ReadSide, jsclient.Connection]
+QuickAndSlow = tuple[jsclient.Connection, ReadSide, jsclient.Connection]
 
 
 @pytest.fixture
@@ -701,7 +702,7 @@ def quick_and_slow(server: NatsServer) -> Iterator[QuickAndSlow]:
     slow.flush()
     try:
         with jsclient.connect(server.url, spin_wait=0.005) as nc, jsclient.connect(server.url, spin_wait=0) as calm:
-            side = nc._io.reading
+            side = nc._session.link.reading
             assert side is not None
             yield nc, side, calm
     finally:
@@ -725,7 +726,7 @@ def test_spinning_backs_off_from_a_slow_responder_and_comes_back(quick_and_slow:
     assert side.spin.misses == 0, "fast replies never brought polling back"
     for j in range(5):
         assert calm.request("svc.slow", b"%d" % j).data == b"slow:%d" % j
-    assert calm._io.reading is not None and calm._io.reading.spin.misses == 0
+    assert calm._session.link.reading is not None and calm._session.link.reading.spin.misses == 0
 
 
 def test_reader_polls_for_async_replies_backs_off_and_loses_none(quick_and_slow: QuickAndSlow) -> None:
@@ -752,4 +753,5 @@ def test_reader_polls_for_async_replies_backs_off_and_loses_none(quick_and_slow:
     assert side.spin.misses == 0, "fast async replies never brought the reader's polling back"
     futures = [calm.request_async("svc.slow", b"%d" % k, timeout=5) for k in range(4)]
     assert [f.result(5).data for f in futures] == [b"slow:%d" % k for k in range(4)]
-    assert calm._io.reading is not None and calm._io.reading.spin.misses == 0  # spin_wait=0: never polled
+    calm_side = calm._session.link.reading
+    assert calm_side is not None and calm_side.spin.misses == 0  # spin_wait=0: never polled

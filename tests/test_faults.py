@@ -289,3 +289,31 @@ def test_publish_async_retries_while_no_stream_answers(js: jsclient.JetStream) -
     assert js.publish_async_pending == 0
     with pytest.raises(jsclient.InvalidArgumentError, match="retry_on_no_responders"):
         js.publish_async("late.x", b"", retry_on_no_responders=-1)
+
+
+def test_a_child_forked_mid_sweep_still_times_out_its_async_requests(server: NatsServer) -> None:
+    """The fork lands while the parent's timer thread is inside a deadline sweep (its lock held, its flag set).
+    The child's new session carries neither, so its own async request to a silent service still times out."""
+    with jsclient.connect(server.url, reconnect_after_fork=True) as nc, jsclient.connect(server.url) as silent:
+        silent.subscribe("silent.svc")  # takes requests, never answers: only the sweep can end them
+        silent.flush()
+        parked = nc.request_async("silent.svc", b"parent", timeout=30)
+        requests = nc._session.requests
+        assert requests.sweeping  # a sweep is scheduled while the parent's request is out
+        with requests.deadline_lock:  # as the timer thread holds it mid-sweep
+            pid = os.fork()
+            if pid == 0:
+                code = 9
+                try:
+                    try:
+                        nc.request_async("silent.svc", b"child", timeout=0.3).result(timeout=10)
+                        code = 2
+                    except jsclient.TimeoutError:
+                        code = 0 if nc._session.requests is not requests else 3
+                    except BaseException:  # noqa: BLE001 - the exit code says what happened
+                        code = 4
+                finally:
+                    os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0, "the child's async request never timed out (the sweep did not run)"
+        assert not parked.done()

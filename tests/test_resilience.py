@@ -183,7 +183,7 @@ def test_stale_connection_detected_when_server_paused() -> None:
         nc = connect(
             server.url, events, ping_interval=0.2, max_outstanding_pings=2, connect_timeout=0.5
         )
-        nc._error_cb = log
+        nc._callbacks.error = log
         try:
             sub = nc.subscribe("stale")
             nc.flush()
@@ -249,7 +249,7 @@ def test_broken_server_is_reported_and_client_moves_on(behaviour: Callable[[sock
     log = ErrorLog()
     with fake_server(behaviour) as fake_url, NatsServer(jetstream=False) as real:
         nc = connect([fake_url, real.url], events, no_randomize=True)
-        nc._error_cb = log
+        nc._callbacks.error = log
         try:
             assert nc.connected_url == fake_url
             events.wait(lambda: events.reconnected >= 1, timeout=10)
@@ -645,7 +645,7 @@ def test_a_child_forked_while_async_requests_are_out_times_its_own_out() -> None
 def test_a_responder_answering_many_requests_keeps_bounded_state() -> None:
     """Every request has its own reply subject; answering 3 x the cache bound must not keep one entry each
     (the respond path remembered every subject it had validated, without bound)."""
-    from jsclient.connection import _PREFIX_CACHE_MAX
+    from jsclient.protocol import PREFIX_CACHE_MAX as _PREFIX_CACHE_MAX
 
     with NatsServer(jetstream=False) as server, jsclient.connect(server.url) as responder, jsclient.connect(
         server.url
@@ -654,7 +654,7 @@ def test_a_responder_answering_many_requests_keeps_bounded_state() -> None:
         responder.flush()
         futures = [requester.request_async("echo", b"%d" % i, timeout=30) for i in range(3 * _PREFIX_CACHE_MAX)]
         assert all(f.result(timeout=60).data == b"%d" % i for i, f in enumerate(futures))
-        assert len(responder._pub_headers) <= _PREFIX_CACHE_MAX
+        assert len(responder._encoder.lines) <= _PREFIX_CACHE_MAX
 
 
 def test_dropped_connections_are_collected_and_their_threads_and_sockets_end() -> None:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from msgspec import UNSET
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from ..backoff import Backoff
 from ..checks import seconds, whole
 from ..errors import (
     Error,
@@ -58,8 +58,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: A 503 from a JetStream publish usually means a leader election; retry this often.
-PUBLISH_RETRY_ATTEMPTS = 4
+#: A 503 from a JetStream publish usually means a leader election: four tries, 50 ms doubling up to 1 s apart.
+PUBLISH_RETRY = Backoff(initial=0.05, maximum=1.0, attempts=4)
 
 
 class JetStream:
@@ -95,9 +95,9 @@ class JetStream:
         self._pending = 0
         self._blocked = 0  # publishers waiting for the window to reopen
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
-        self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, conn._send_pending)
+        self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, self._send_pending)
         # Tries of a publish with retries: their caller's future reopens the window, once, when it resolves.
-        self._retry_kind = ReplyKind(_decode_async_ack, None, conn._send_pending)
+        self._retry_kind = ReplyKind(_decode_async_ack, None, self._send_pending)
         self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 8)
         self._pending_lock = threading.Lock()
         self._pending_cond = threading.Condition(self._pending_lock)
@@ -467,12 +467,7 @@ class JetStream:
     @staticmethod
     def _publish_retry(send: Callable[[], Msg], subject: str) -> Msg:
         try:
-            for attempt in Retrying(
-                stop=stop_after_attempt(PUBLISH_RETRY_ATTEMPTS),
-                wait=wait_exponential(multiplier=0.05, max=1.0),
-                retry=retry_if_exception_type(NoRespondersError),
-                reraise=True,
-            ):
+            for attempt in PUBLISH_RETRY.retrying(on=(NoRespondersError,)):
                 with attempt:
                     return send()
         except NoRespondersError:
@@ -514,7 +509,7 @@ class JetStream:
             if self._pending >= self.publish_async_max_pending:
                 lock.release()
                 try:
-                    self.conn._send_pending()  # what the window holds goes now: its acks reopen it
+                    self.conn.core.send_pending()  # what the window holds goes now: its acks reopen it
                 finally:
                     lock.acquire()
                 self._blocked += 1
@@ -532,7 +527,7 @@ class JetStream:
             lock.release()
         try:
             if not retries:
-                return self.conn._request_async(subject, payload, wait, hdrs, self._ack_kind)
+                return self.conn.core.request_async(subject, payload, wait, hdrs, self._ack_kind)
             outer: Future[PubAck] = Future()
             self._attempt(outer, subject, payload, wait, hdrs, retries, 0)
             return outer
@@ -545,7 +540,7 @@ class JetStream:
         left: int, attempt: int,
     ) -> None:
         """One try of a publish_async with retries; the window slot is released when ``outer`` resolves."""
-        inner = self.conn._request_async(subject, payload, wait, hdrs, self._retry_kind)
+        inner = self.conn.core.request_async(subject, payload, wait, hdrs, self._retry_kind)
 
         def settled(done: Future[PubAck]) -> None:  # the events thread
             error = done.exception()
@@ -557,7 +552,7 @@ class JetStream:
                         outer.set_exception(exc)
                         self._release_pending(1)
 
-                self.conn._timers.call_later(min(1.0, 0.05 * 2**attempt), again)
+                self.conn.core.timers.call_later(PUBLISH_RETRY.delay(attempt + 1), again)
                 return
             if error is not None:
                 outer.set_exception(error)
@@ -582,6 +577,10 @@ class JetStream:
         """``with js.atomic_batch() as b: b.add(subject, data)``: commits on exit, sends nothing on an error."""
         return AtomicBatch(self, timeout)
 
+    def _send_pending(self) -> None:
+        """Before a publish_async future blocks: send what the connection buffered (its current session)."""
+        self.conn.core.send_pending()
+
     def _release_pending(self, settled: int) -> None:
         """Reader or timer thread (or a failed publish): ``settled`` async publishes settled."""
         with self._pending_lock:
@@ -597,7 +596,7 @@ class JetStream:
 
     def publish_async_completed(self, timeout: float = 10.0) -> None:
         """Wait until every publish_async future has resolved."""
-        self.conn._send_pending()
+        self.conn.core.send_pending()
         with self._pending_cond:
             if not self._pending_cond.wait_for(lambda: self._pending == 0, timeout):
                 raise TimeoutError(f"publish_async_completed: {self._pending} acks still outstanding after {timeout} s")

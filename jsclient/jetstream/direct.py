@@ -46,6 +46,7 @@ DELIVERY_HEADERS = (
     "Nats-UpTo-Sequence",
 )
 MAX_MULTI_SUBJECTS = 1024
+_DELIVERY = frozenset(DELIVERY_HEADERS)
 _GO_TIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))? ([+-]\d{4})")
 
 
@@ -75,27 +76,56 @@ def parse_timestamp(text: str) -> dt.datetime:
 
 
 class StoredMessage:
-    """A message read straight from a stream: subject, seq, time, user headers, data."""
+    """A message read straight from a stream: subject, seq, time, user headers, data.
 
-    __slots__ = ("data", "headers", "num_pending", "seq", "stream", "subject", "time")
+    Built on the caller's thread from a direct-get reply.  Only the delivery
+    headers it always needs are read at once, in one pass over the block;
+    ``time`` and the user's ``headers`` are parsed when first asked for, so
+    a read that looks only at the value does no more work than that.
+    """
+
+    __slots__ = ("_header", "_headers", "_time", "data", "num_pending", "seq", "stream", "subject")
 
     def __init__(self, msg: Msg) -> None:
-        headers = parse(msg.header) if msg.header else Headers()
-        fields = headers._map  # delivery headers are moved out of the user's headers, not copied around
+        self.data = msg.data
+        header = msg.header or b""
+        found: dict[str, str] = {}
+        others = False  # header lines besides the delivery ones: the user's
         try:
-            self.stream = fields.pop("Nats-Stream")[0]
-            self.subject = fields.pop("Nats-Subject")[0]
-            self.seq = int(fields.pop("Nats-Sequence")[0])
-            self.time = parse_timestamp(fields.pop("Nats-Time-Stamp")[0])
+            for line in header.decode("utf-8", "replace").split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name in _DELIVERY:
+                    found[name] = value[1:] if value[:1] == " " else value
+                elif line:
+                    others = True
+            self.stream = found["Nats-Stream"]
+            self.subject = found["Nats-Subject"]
+            self.seq = int(found["Nats-Sequence"])
+            self._time: dt.datetime | str = found["Nats-Time-Stamp"]
         except (KeyError, ValueError) as exc:
             raise JetStreamAPIError(0, 0, f"direct get reply without its delivery headers ({exc})") from None
-        pending = fields.pop("Nats-Num-Pending", None)
+        pending = found.get("Nats-Num-Pending")
         #: Messages still matching after this one (batched reads only, else None).
-        self.num_pending = int(pending[0]) if pending is not None else None
-        for name in ("Nats-Last-Sequence", "Nats-UpTo-Sequence"):
-            fields.pop(name, None)
-        self.data = msg.data
-        self.headers = headers
+        self.num_pending = int(pending) if pending is not None else None
+        self._header = header if others else b""
+        self._headers: Headers | None = None
+
+    @property
+    def time(self) -> dt.datetime:
+        stamp = self._time
+        if isinstance(stamp, str):
+            stamp = self._time = parse_timestamp(stamp)
+        return stamp
+
+    @property
+    def headers(self) -> Headers:
+        """The user's headers (the delivery headers moved out into the fields above)."""
+        headers = self._headers
+        if headers is None:
+            headers = self._headers = parse(self._header) if self._header else Headers()
+            for name in _DELIVERY:
+                headers._map.pop(name, None)
+        return headers
 
     def __repr__(self) -> str:
         return f"<StoredMessage stream={self.stream!r} seq={self.seq} subject={self.subject!r} data={self.data[:32]!r}>"
@@ -196,7 +226,7 @@ class DirectBatch:
         body = dict(self._body)
         try:
             while True:
-                conn._publish_full(subject, api.encode(body), inbox, None, True)
+                conn.core.publish_message(subject, api.encode(body), reply=inbox, send_now=True)
                 first = True
                 while True:
                     try:

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from ..backoff import Backoff
 from ..checks import seconds
 from ..errors import (
     ConnectionClosedError,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_HEARTBEAT = 5.0
 ACK_WAIT = 22 * 3600.0
 #: How long a reset keeps retrying while JetStream is unavailable.
-RESET_RETRY_SECONDS = 60.0
+RESET_RETRY = Backoff(initial=0.1, maximum=2.0, within=60.0)
 _RETRIABLE = (JetStreamUnavailableError, JetStreamNotEnabledError, TimeoutError)
 
 
@@ -151,7 +151,7 @@ class OrderedSubscription:
         self._resetter: threading.Thread | None = None  # guarded by _reset_cond
         self._reset_error: BaseException | None = None  # guarded by _reset_cond
         # After a reconnect the consumer may be gone (a restarted server, another node): reset.
-        self._hook_key = self._conn._add_reconnect_hook(self._on_reconnect)
+        self._hook_key = self._conn.core.add_reconnect_hook(self._on_reconnect)
 
     def __repr__(self) -> str:
         return (
@@ -201,16 +201,11 @@ class OrderedSubscription:
         hb = cfg.idle_heartbeat
         assert isinstance(hb, float)
         self._monitor = HeartbeatMonitor(
-            conn._watchdog, sub, interval=hb, alarm=3 * hb, on_alarm=lambda: self._request_reset(generation)
+            conn.core.watchdog, sub, interval=hb, alarm=3 * hb, on_alarm=lambda: self._request_reset(generation)
         ).start()
 
     def _create(self, cfg: ConsumerConfig) -> api.ConsumerInfo:
-        for attempt in Retrying(
-            stop=stop_after_delay(RESET_RETRY_SECONDS),
-            wait=wait_exponential(multiplier=0.1, max=2.0),
-            retry=retry_if_exception_type(_RETRIABLE),
-            reraise=True,
-        ):
+        for attempt in RESET_RETRY.retrying(on=_RETRIABLE):
             with attempt:
                 if self._closed:
                     raise SubscriptionClosedError("ordered subscription closed while recreating its consumer")
@@ -266,7 +261,7 @@ class OrderedSubscription:
             return
         self._fc_answered = subject
         with contextlib.suppress(ConnectionClosedError):
-            self._conn._publish_raw(subject, b"")
+            self._conn.core.publish_control(subject, b"")
 
     # -- taking thread ------------------------------------------------------------------
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
@@ -378,14 +373,14 @@ class OrderedSubscription:
             except (SubscriptionClosedError, ConnectionClosedError):
                 return
             except Error as exc:
-                self._conn._report_error(exc)
+                self._conn.core.report_error(exc)
                 if isinstance(exc, JetStreamAPIError) and not exc.retriable:
                     return
                 continue
             try:
                 cb(msg)
             except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
-                self._conn._report_error(exc)
+                self._conn.core.report_error(exc)
 
     # -- ending -----------------------------------------------------------------------
     @property
@@ -393,7 +388,7 @@ class OrderedSubscription:
         return self._closed
 
     def unsubscribe(self) -> None:
-        self._conn._remove_reconnect_hook(self._hook_key)
+        self._conn.core.remove_reconnect_hook(self._hook_key)
         with self._lock:
             self._closed = True
             self._generation += 1

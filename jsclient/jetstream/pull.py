@@ -80,7 +80,7 @@ class PullSubscription:
         )
         self._deferred: Error | None = None
         self._reconnected = False
-        self._hook_key = self._conn._add_reconnect_hook(self._on_reconnect)
+        self._hook_key = self._conn.core.add_reconnect_hook(self._on_reconnect)
 
     def __repr__(self) -> str:
         return f"<PullSubscription stream={self.stream!r} consumer={self.consumer!r}>"
@@ -99,8 +99,8 @@ class PullSubscription:
             body["max_bytes"] = max_bytes
         if heartbeat is not None:
             body["idle_heartbeat"] = int(heartbeat * 1e9)
-        self._conn._publish_full(
-            self._next_subject, msgspec.json.encode(body), f"{self._inbox}.{token}", None, True
+        self._conn.core.publish_message(
+            self._next_subject, msgspec.json.encode(body), reply=f"{self._inbox}.{token}", send_now=True
         )
         return token
 
@@ -258,7 +258,7 @@ class PullSubscription:
 
     def unsubscribe(self) -> None:
         """Stop, and delete the consumer if this subscription created it."""
-        self._conn._remove_reconnect_hook(self._hook_key)
+        self._conn.core.remove_reconnect_hook(self._hook_key)
         self._sub.unsubscribe()
         if self._delete_on_close:
             self._delete_on_close = False
@@ -332,7 +332,7 @@ class MessageStream:
                 if time.monotonic() - last_seen >= silence:
                     # Lost requests (or a silent server): forget them and ask again.
                     if self.heartbeat:
-                        psub._conn._report_error(
+                        psub._conn.core.report_error(
                             HeartbeatsMissedError(f"pull consumer {psub.consumer!r}: heartbeats missed; pulling again")
                         )
                     self._pending = 0
@@ -370,7 +370,7 @@ class MessageStream:
                 continue
             if isinstance(error, _TRANSIENT):
                 self._pending = max(0, self._pending - asked)
-                psub._conn._report_error(error)
+                psub._conn.core.report_error(error)
                 self._stopped.wait(min(self.expires, 0.5))
                 continue
             raise error

@@ -148,12 +148,12 @@ class PushSubscription:
                 self.last_consumer_seq = cseq
             elif cseq > last:
                 self.gaps += 1
-                self._conn._report_error(MessageGapError(last + 1, cseq + 1, self.consumer))
+                self._conn.core.report_error(MessageGapError(last + 1, cseq + 1, self.consumer))
                 self.last_consumer_seq = cseq
             return
         if cseq > last + 1 and last != 0:
             self.gaps += 1
-            self._conn._report_error(MessageGapError(last + 1, cseq, self.consumer))
+            self._conn.core.report_error(MessageGapError(last + 1, cseq, self.consumer))
         self.last_consumer_seq = cseq
         if sseq is not None:
             self.last_stream_seq = sseq
@@ -165,7 +165,7 @@ class PushSubscription:
             self._fc_answered = subject
             self.flow_control_answers += 1
         with contextlib.suppress(ConnectionClosedError):
-            self._conn._publish_raw(subject, b"")
+            self._conn.core.publish_control(subject, b"")
 
     # -- taking thread ---------------------------------------------------------
     def _core(self) -> Subscription:
@@ -212,7 +212,7 @@ class PushSubscription:
             try:
                 self._handle_status(msg)
             except Error as exc:
-                self._conn._report_error(exc)
+                self._conn.core.report_error(exc)
             return
         cb = self._user_cb
         assert cb is not None
@@ -228,7 +228,7 @@ class PushSubscription:
     def _start_monitor(self, idle_heartbeat: float, alarm: float) -> None:
         sub = self._core()
         self._monitor = HeartbeatMonitor(
-            self._conn._watchdog, sub, interval=idle_heartbeat, alarm=alarm, on_alarm=self._alarm
+            self._conn.core.watchdog, sub, interval=idle_heartbeat, alarm=alarm, on_alarm=self._alarm
         ).start()
 
     def _alarm(self) -> None:
@@ -241,7 +241,7 @@ class PushSubscription:
             f"no heartbeat or message for {monitor.alarm:g} s on consumer {self.consumer!r} "
             f"(stream {self.stream!r})"
         )
-        self._conn._report_error(error)
+        self._conn.core.report_error(error)
         if self._user_cb is None:
             sub._interrupt(error)
 
@@ -289,7 +289,7 @@ class PushSubscription:
         except Error as exc:
             if raise_errors:
                 raise
-            self._conn._report_error(exc)
+            self._conn.core.report_error(exc)
 
 
 # -- the subscribe workflow ----------------------------------------------------------

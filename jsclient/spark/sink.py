@@ -417,7 +417,7 @@ class _MsgIdTask:
 
     def _settle(self, upto: int) -> None:
         """Take acks until ``upto`` have come; raise on the first error."""
-        self.conn._send_pending()
+        self.conn.core.send_pending()
         take = self.sub._take
         while self.acked < upto:
             try:

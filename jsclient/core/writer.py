@@ -1,0 +1,292 @@
+"""The writer: the write buffer, who sends it, and the ``jsclient-flusher`` thread.
+
+Threads:
+
+* any **publishing thread** appends encoded frames (:meth:`Writer.append`,
+  :meth:`Writer.queue_message`).  When the buffer passes
+  ``max_pending_size`` it sends the buffer itself (that is the
+  back-pressure), and ``request``/``flush`` send at once for latency
+  (:meth:`Writer.send_soon`);
+* ``jsclient-flusher`` (:func:`flusher_main`) sends the rest, so many frames
+  leave in one ``sendall``.  While async requests keep coming it polls
+  instead of being woken for each (``deferred``): a thread blocking on one of
+  their futures sends the buffer itself, and otherwise the flusher does
+  within DEFERRED_SEND.
+
+Locks, always taken in this order when nested:
+
+1. ``send_lock`` serialises socket writes, so buffers leave in the order they
+   were filled even when a user thread sends inline;
+2. ``write_lock`` guards ``buf``, ``pings``, ``pongs``, the connection's
+   ``state``/``accepting``/``threshold``, the flusher's flags
+   (``flusher_idle``, ``flusher_polling``, ``deferred``),
+   ``unsent_requests`` and the outgoing counters.  Held only for appends,
+   never during I/O.
+
+Who wakes whom: an append kicks the flusher only when it is idle
+(``flusher_idle``); an async request (``defer``) leaves a polling flusher
+asleep and sets ``deferred`` instead; only the flusher clears ``deferred``
+and sets ``flusher_idle``/``flusher_polling`` (under ``write_lock``).
+
+The session (:mod:`jsclient.core.session`) moves ``state`` under
+``write_lock``: a message needs ``accepting``; while reconnecting, messages
+are buffered up to ``reconnect_buf_size`` and SUB/UNSUB frames are skipped
+(the resubscription carries them).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+
+from ..errors import Error, ReconnectBufferFullError
+from ..options import Options
+from ..protocol import PING
+from .state import Link, State, Waiter
+
+#: Async requests do not wake the flusher while it polls: their sender usually
+#: sends them itself when it waits on a future (a wake-up per batch costs more
+#: than the batch), and otherwise the flusher sends them within this many seconds.
+DEFERRED_SEND = 0.001
+#: A poll that finds the buffer already sent (the waiting threads send first)
+#: makes the flusher poll half as often, down to once in this many seconds.
+DEFERRED_SEND_MAX = 0.004
+
+
+class Writer:
+    """One process's write buffer for one connection (a forked child makes a new one)."""
+
+    def __init__(
+        self,
+        options: Options,
+        link: Link,
+        lost: Callable[[Exception, int], None],
+        refusal: Callable[[], Error],
+    ) -> None:
+        self.send_lock = threading.Lock()
+        self.write_lock = threading.Lock()
+        self.buf = bytearray()
+        self.kick = link.kick
+        self.link = link
+        self._lost = lost  # the transport of a generation failed: the session acts on it
+        self._refusal = refusal  # the error for a message refused now (closed, draining, forked)
+        self._reconnect_buf_size = options.reconnect_buf_size
+        self.flusher_idle = False  # asleep: an append must kick it (or, if polling, may leave it a moment)
+        self.flusher_polling = False  # asleep for at most DEFERRED_SEND
+        self.deferred = False  # a deferred append happened since the flusher last looked
+        self.unsent_requests = 0  # async requests in buf (see requests.SEND_SHARE)
+        self.pings = 0  # PINGs in buf (unsent)
+        self.pongs: deque[Waiter | None] = deque()  # one per PING sent or buffered, in order
+        self.state = State.CONNECTING
+        self.accepting = False  # publishes allowed
+        self.max_pending = options.max_pending_size
+        # The publish fast path appends only below this; 0 sends every publish to
+        # the slow path (while reconnecting, to enforce reconnect_buf_size).
+        self.threshold = options.max_pending_size
+        self.out_msgs = 0
+        self.out_bytes = 0
+
+    def start_flusher(self) -> threading.Thread:
+        # The thread holds the writer weakly, so a dropped connection can be collected.
+        thread = threading.Thread(
+            target=flusher_main, args=(weakref.ref(self), self.kick), name="jsclient-flusher", daemon=True
+        )
+        thread.start()
+        return thread
+
+    # -- appending -------------------------------------------------------------
+    def append(
+        self,
+        frame: bytes,
+        *,
+        send_now: bool = False,
+        payload_size: int = -1,
+        subscription: bool = False,
+        messages: int = 1,
+    ) -> None:
+        """Queue a frame; ``send_now`` sends it from this thread unless a send is under way.
+
+        A message (``payload_size`` >= 0) needs the connection to accept
+        publishes; a control frame only that it is open.
+        """
+        with self.write_lock:
+            if not self.accepting and (payload_size >= 0 or self.state is State.CLOSED):
+                raise self._refusal()
+            buf = self.buf
+            if self.state is State.RECONNECTING:
+                if subscription:
+                    return
+                if payload_size >= 0 and len(buf) + len(frame) > self._reconnect_buf_size:
+                    raise ReconnectBufferFullError(
+                        f"reconnecting: the {len(frame)}-byte message does not fit in the reconnect buffer "
+                        f"({len(buf)} of {self._reconnect_buf_size} bytes used); it was not sent"
+                    )
+                if payload_size >= 0:
+                    self.out_msgs += messages
+                    self.out_bytes += payload_size
+                buf += frame
+                return
+            if payload_size >= 0:
+                self.out_msgs += messages
+                self.out_bytes += payload_size
+            buf += frame
+            big = len(buf) >= self.max_pending
+            if not send_now and self.flusher_idle:
+                self.flusher_idle = False
+                self.kick.set()
+        if big:
+            self.send_pending()
+        elif send_now:
+            self.send_soon()
+
+    def queue_message(self, head: bytes, payload: bytes, n: int, *, defer: bool = False, sending: bool = False) -> bool:
+        """The common case of :meth:`append` for a message: connected and below back-pressure.
+
+        Returns False (queueing nothing) otherwise; the caller then takes the
+        general path.  ``defer`` (async requests): a polling flusher is not
+        woken, see DEFERRED_SEND.  ``sending``: the caller sends right after,
+        so the flusher is not woken at all.
+        """
+        lock = self.write_lock
+        lock.acquire()
+        try:
+            buf = self.buf
+            if not self.accepting or len(buf) >= self.threshold:
+                return False
+            buf += head
+            buf += payload
+            buf += b"\r\n"
+            self.out_msgs += 1
+            self.out_bytes += n
+            if defer:
+                self.unsent_requests += 1
+            if sending:
+                pass
+            elif defer and (self.flusher_polling or not self.flusher_idle):
+                self.deferred = True
+            elif self.flusher_idle:
+                self.flusher_idle = False
+                self.kick.set()
+            return True
+        finally:
+            lock.release()
+
+    def queue_ping(self, waiter: Waiter | None) -> bool:
+        """Buffer a PING whose PONG fills ``waiter``; False when closed.
+
+        ``waiter`` None is the stale-connection check: buffered only while
+        connected, and it kicks the flusher (nobody waits to send it).
+        """
+        with self.write_lock:
+            if self.state is State.CLOSED or (waiter is None and self.state is not State.CONNECTED):
+                return False
+            self.pongs.append(waiter)
+            self.buf += PING
+            self.pings += 1
+            if waiter is None and self.flusher_idle:
+                self.flusher_idle = False
+                self.kick.set()
+            return True
+
+    def pong_arrived(self) -> Waiter | None:
+        """Reader: the oldest PING was answered; its waiter (None for a liveness ping or none left)."""
+        with self.write_lock:
+            return self.pongs.popleft() if self.pongs else None
+
+    # -- sending ---------------------------------------------------------------
+    def take_buffer(self) -> tuple[bytearray, int] | None:
+        """Under write_lock: the bytes to send now and the PINGs in them (None: nothing, or offline)."""
+        data = self.buf
+        if not data or self.link.transport is None:
+            return None
+        self.buf = bytearray()
+        self.unsent_requests = 0
+        pings, self.pings = self.pings, 0
+        return data, pings
+
+    def send_soon(self) -> None:
+        """Send now if nobody is sending; otherwise leave it to the flusher (it coalesces)."""
+        if self.send_lock.acquire(blocking=False):
+            try:
+                with self.write_lock:
+                    taken = self.take_buffer()
+                if taken is not None:
+                    self.sendall(*taken)
+            finally:
+                self.send_lock.release()
+        else:
+            with self.write_lock:
+                self.flusher_idle = False
+            self.kick.set()
+
+    def send_pending(self) -> None:
+        """Send whatever is buffered, now, on the calling thread."""
+        with self.send_lock:
+            with self.write_lock:
+                taken = self.take_buffer()
+            if taken is not None:
+                self.sendall(*taken)
+
+    def sendall(self, data: bytearray | bytes, pings: int = 0) -> None:
+        """Under send_lock.  On failure the bytes go back to the front of the buffer."""
+        link = self.link
+        transport, gen = link.transport, link.gen
+        try:
+            if transport is None:
+                raise OSError("not connected")
+            transport.sendall(data)
+        except OSError as exc:
+            with self.write_lock:
+                # Unsent as far as we know: keep it ahead of newer frames.
+                self.buf[:0] = data
+                self.pings += pings
+            self._lost(exc, gen)
+
+    def send_last(self) -> None:
+        """Closing: send what publish() accepted, best effort, within a second."""
+        try:
+            with self.send_lock:
+                data, self.buf = self.buf, bytearray()
+                transport = self.link.transport
+                if data and transport is not None:
+                    transport.settimeout(1.0)
+                    transport.sendall(data)
+        except OSError:
+            pass
+
+
+def flusher_main(ref: weakref.ReferenceType[Writer], kick: threading.Event) -> None:
+    """``jsclient-flusher``: send the buffer whenever kicked (or polled, see DEFERRED_SEND) until closed."""
+    poll_every = DEFERRED_SEND
+    sent = False
+    while True:
+        writer = ref()
+        if writer is None:
+            return
+        with writer.send_lock:
+            with writer.write_lock:
+                if writer.state is State.CLOSED:
+                    return
+                taken = writer.take_buffer()
+                if taken is None:
+                    # Poll while async requests keep coming, else sleep until kicked.  A poll
+                    # that found nothing means their senders send them: look half as often.
+                    if not sent:
+                        poll_every = min(2 * poll_every, DEFERRED_SEND_MAX)
+                    sent = False
+                    poll = poll_every if writer.deferred else None
+                    writer.deferred = False
+                    writer.flusher_idle = True
+                    writer.flusher_polling = poll is not None
+                    kick.clear()
+                else:
+                    writer.flusher_idle = writer.flusher_polling = False
+                    sent = True
+                    poll_every = DEFERRED_SEND
+            if taken is not None:
+                writer.sendall(*taken)
+                continue
+        del writer
+        kick.wait(poll)
