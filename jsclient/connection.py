@@ -15,11 +15,12 @@ after ``os.fork()``          :mod:`jsclient.core.fork`
 ===========================  ==============================================
 
 Locks, in order when nested: the read side's token (:mod:`.core.reader`);
-the writer's ``send_lock`` then ``write_lock`` (:mod:`.core.writer`).  Leaf
-locks: the router's ``sub_lock``, the request mux's ``mux_lock`` and
-``deadline_lock`` (:mod:`.core.requests`), the futures' lock
-(:mod:`jsclient.futures`), ``_reopen_lock`` here (a forked child
-reconnecting; nothing else is held).
+the writer's ``send_lock`` then ``write_lock`` (:mod:`.core.writer`).  Held
+briefly, and never while waiting for those: the router's ``sub_lock``, the
+request mux's ``deadline_lock`` (:mod:`.core.requests`), the futures' lock
+(:mod:`jsclient.futures`).  Taken first, with nothing held: the mux's
+``mux_lock`` (while the request inbox subscribes) and ``_reopen_lock`` here
+(a forked child reconnecting); both then take the writer's locks.
 
 This module runs on the caller's thread only.  Its hot paths (publish,
 request) bind the current session's methods at install time, so a publish

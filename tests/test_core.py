@@ -755,3 +755,24 @@ def test_reader_polls_for_async_replies_backs_off_and_loses_none(quick_and_slow:
     assert [f.result(5).data for f in futures] == [b"slow:%d" % k for k in range(4)]
     calm_side = calm._session.link.reading
     assert calm_side is not None and calm_side.spin.misses == 0  # spin_wait=0: never polled
+
+
+def test_backoff_doubles_to_its_cap_adds_jitter_and_stops() -> None:
+    from jsclient.backoff import Backoff
+
+    plain = Backoff(initial=0.05, maximum=1.0)
+    assert [plain.delay(n) for n in range(1, 7)] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0]
+    jittery = Backoff(initial=0.05, maximum=0.1, jitter=0.5)
+    assert all(0.1 <= jittery.delay(5) <= 0.6 for _ in range(50))
+    tries: list[int] = []
+
+    def failing() -> None:
+        tries.append(1)
+        raise jsclient.NoRespondersError("nobody")
+
+    with pytest.raises(jsclient.NoRespondersError):  # the last error, not tenacity's RetryError
+        Backoff(initial=0.001, maximum=0.002, attempts=3).retrying(on=(jsclient.NoRespondersError,))(failing)
+    assert len(tries) == 3
+    rounds = iter([False, False, True])
+    Backoff(initial=0.001, maximum=0.002, within=5.0).retrying(until_true=True)(lambda: next(rounds))
+    assert next(rounds, None) is None  # stopped at the first True

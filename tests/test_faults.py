@@ -300,11 +300,13 @@ def test_a_child_forked_mid_sweep_still_times_out_its_async_requests(server: Nat
         parked = nc.request_async("silent.svc", b"parent", timeout=30)
         requests = nc._session.requests
         assert requests.sweeping  # a sweep is scheduled while the parent's request is out
+        read_end, write_end = os.pipe()
         with requests.deadline_lock:  # as the timer thread holds it mid-sweep
             pid = os.fork()
             if pid == 0:
                 code = 9
                 try:
+                    os.write(write_end, nc.new_inbox().encode())
                     try:
                         nc.request_async("silent.svc", b"child", timeout=0.3).result(timeout=10)
                         code = 2
@@ -315,5 +317,10 @@ def test_a_child_forked_mid_sweep_still_times_out_its_async_requests(server: Nat
                 finally:
                     os._exit(code)
         _, status = os.waitpid(pid, 0)
+        os.close(write_end)
+        child_inbox = os.read(read_end, 200).decode()
+        os.close(read_end)
         assert os.WEXITSTATUS(status) == 0, "the child's async request never timed out (the sweep did not run)"
         assert not parked.done()
+        # Both made their first inbox after the fork from the same sequence: only a new prefix keeps them apart.
+        assert child_inbox and child_inbox != nc.new_inbox()

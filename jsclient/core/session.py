@@ -183,9 +183,13 @@ class Session:
             raise NoServersError("could not connect to any server: " + "; ".join(errors))
         start_events(self.events)
         self._activate(link, url)
-        self._threads.append(self.writer.start_flusher())
+        self._keep(self.writer.start_flusher())
         fork.track(self.conn)
         self._schedule_ping()
+
+    def _keep(self, thread: threading.Thread) -> None:
+        """Remember a thread for close() to join; ended ones are let go (one reader per reconnect)."""
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
     def _schedule_ping(self) -> None:
         # Only a weak reference sits in the timer heap, so a dropped connection can go.
@@ -221,7 +225,7 @@ class Session:
                 w.sendall(data)
         if rest:
             self.router.route(rest)
-        self._threads.append(self.reader.start(transport, parser, gen))
+        self._keep(self.reader.start(transport, parser, gen))
         self.link.kick.set()
 
     def _resubscribe_frames(self) -> bytes:
@@ -320,8 +324,8 @@ class Session:
         if self.callbacks.disconnected is not None:
             self.events.put(self.callbacks.disconnected)
         thread = threading.Thread(target=self._reconnect_loop, name="jsclient-reconnect", daemon=True)
-        self._threads.append(thread)
         thread.start()
+        self._keep(thread)
 
     def _reconnect_loop(self) -> None:
         """Dial the pool with backoff and jitter until a server takes us, or give up and close."""
