@@ -493,24 +493,28 @@ def encode_connect(options: dict[str, Any]) -> bytes:
     return b"CONNECT " + json.dumps(options, separators=(",", ":")).encode() + CRLF
 
 
+#: Frame templates for loops that build many frames from subjects already checked and
+#: encoded (batch publish, the Spark sink, bulk reads): ``template % (...)``, nothing else.
+PUB_FRAME = b"PUB %s %d\r\n%s\r\n"  # subject, payload size, payload
+PUB_REPLY_FRAME = b"PUB %s %s %d\r\n%s\r\n"  # subject, reply, payload size, payload
+HPUB_FRAME = b"HPUB %s %d %d\r\n%s%s\r\n"  # subject, header size, total size, header, payload
+HPUB_REPLY_FRAME = b"HPUB %s %s %d %d\r\n%s%s\r\n"  # subject, reply, header size, total size, header, payload
+#: A request's PUB line in two parts: a head cached per subject, then its reply token and size.
+REQUEST_HEAD = b"PUB %s %s"  # subject, reply inbox prefix
+REQUEST_LINE = b"%s%s %d\r\n"  # request head, reply token, payload size
+
+
 def encode_pub(subject: str, payload: bytes, reply: str | None = None) -> bytes:
     if reply:
-        return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload), payload)
-    return b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload)
+        return PUB_REPLY_FRAME % (subject.encode(), reply.encode(), len(payload), payload)
+    return PUB_FRAME % (subject.encode(), len(payload), payload)
 
 
 def encode_hpub(subject: str, header: bytes, payload: bytes, reply: str | None = None) -> bytes:
     hlen = len(header)
     if reply:
-        return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (
-            subject.encode(),
-            reply.encode(),
-            hlen,
-            hlen + len(payload),
-            header,
-            payload,
-        )
-    return b"HPUB %s %d %d\r\n%s%s\r\n" % (subject.encode(), hlen, hlen + len(payload), header, payload)
+        return HPUB_REPLY_FRAME % (subject.encode(), reply.encode(), hlen, hlen + len(payload), header, payload)
+    return HPUB_FRAME % (subject.encode(), hlen, hlen + len(payload), header, payload)
 
 
 def encode_sub(subject: str, sid: int, queue: str | None = None) -> bytes:

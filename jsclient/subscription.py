@@ -227,11 +227,7 @@ class Subscription:
 
     def __iter__(self) -> Iterator[Msg]:
         """Messages until the subscription ends (blocks while none are pending)."""
-        while True:
-            try:
-                yield self.next_msg(timeout=None)
-            except (SubscriptionClosedError, ConnectionClosedError):
-                return
+        return until_closed(self.next_msg)
 
     def _dispatch_one(self, msg: Msg) -> None:
         """Dispatcher thread: one message to the callback; an exception goes to the error callback."""
@@ -273,6 +269,15 @@ class Subscription:
                 # next_msg takes without the lock, so poll for that case.
                 self._cond.wait(min(remaining, 0.01))
             return True
+
+
+def until_closed(next_msg: Callable[..., Msg]) -> Iterator[Msg]:
+    """``next_msg(timeout=None)`` until the subscription (or its connection) ends: how every kind iterates."""
+    while True:
+        try:
+            yield next_msg(timeout=None)
+        except (SubscriptionClosedError, ConnectionClosedError):
+            return
 
 
 def _dispatch_main(ref: weakref.ReferenceType[Subscription], q: deque[Msg], cond: threading.Condition) -> None:

@@ -100,11 +100,13 @@ def test_consumer_deleted_mid_fetch_returns_what_arrived_then_raises(
 
 
 def test_messages_then_error_are_not_lost(server: NatsServer) -> None:
-    """A proxy turns the 408 ending a partial no-wait batch into a 409 (a real server will not on demand)."""
+    """A proxy turns the 404 ending a partial no-wait batch into a 409 (a real server will not on demand)."""
+    rewritten: list[bytes] = []
 
     def rewrite(frame: bytes) -> bytes:
-        if frame.startswith(b"HMSG") and b"NATS/1.0 408" in frame:
-            return rewrite_status(frame, b"NATS/1.0 408 Request Timeout", b"NATS/1.0 409 Leadership Change")
+        if frame.startswith(b"HMSG") and b"NATS/1.0 404" in frame and not rewritten:
+            rewritten.append(frame)
+            return rewrite_status(frame, b"NATS/1.0 404 No Messages", b"NATS/1.0 409 Consumer Deleted")
         return frame
 
     with FrameProxy(server.host_port, rewrite) as proxy, jsclient.connect(proxy.url) as nc:
@@ -115,9 +117,45 @@ def test_messages_then_error_are_not_lost(server: NatsServer) -> None:
         psub = js.pull_subscribe("lost", durable="d")
         got = psub.fetch(10, timeout=3)  # three arrive, then the (rewritten) error status
         assert [m.data for m in got] == [b"0", b"1", b"2"]
-        with pytest.raises(errors.LeadershipChangeError):
+        assert rewritten, "the error status was never injected"
+        with pytest.raises(errors.ConsumerDeletedError):  # kept for the next fetch, not dropped
             psub.fetch(10, timeout=1)
+        assert psub.fetch(10, timeout=1) == []
         js.delete_stream("LOST")
+
+
+def test_a_leader_change_ends_a_fetch_and_messages_pulls_again(server: NatsServer) -> None:
+    """409 Leadership Change, decided once (manager.FETCH / CONSUME): the request ended, the consumer lives.
+
+    A proxy turns each 404 and 408 into that status (a real server sends it only when a consumer's leader moves).
+    """
+    rewritten: list[bytes] = []
+
+    def rewrite(frame: bytes) -> bytes:
+        for status in (b"NATS/1.0 404 No Messages", b"NATS/1.0 408 Request Timeout"):
+            if frame.startswith(b"HMSG") and status in frame:
+                rewritten.append(frame)
+                return rewrite_status(frame, status, b"NATS/1.0 409 Leadership Change")
+        return frame
+
+    with FrameProxy(server.host_port, rewrite) as proxy, jsclient.connect(proxy.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="LEAD", subjects=["lead"])
+        for i in range(3):
+            js.publish("lead", b"%d" % i)
+        psub = js.pull_subscribe("lead", durable="d")
+        got = psub.fetch(10, timeout=2)
+        assert [m.data for m in got] == [b"0", b"1", b"2"] and rewritten
+        before = len(rewritten)
+        assert psub.fetch(10, timeout=1.5) == []  # no error, now or later
+        assert len(rewritten) > before
+        stream = psub.messages(batch=5, expires=1.0)
+        threading.Timer(2.5, lambda: js.publish("lead", b"late")).start()  # after more than one request ended
+        first = next(iter(stream))
+        assert first.data == b"late"
+        stream.stop()
+        assert len(rewritten) > before + 1, "messages() never saw a leader change"
+        js.delete_stream("LEAD")
 
 
 def test_protocol_no_wait_first_then_expires_is_remaining_minus_100ms(server: NatsServer) -> None:

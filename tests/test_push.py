@@ -10,7 +10,7 @@ import pytest
 import jsclient
 from jsclient import errors
 from jsclient.jetstream.api import ConsumerConfig, ConsumerInfo
-from jsclient.jetstream.push import check_bound_consumer
+from jsclient.jetstream.bind import check_bound_consumer
 from jsclient.server import NatsServer
 
 from .conftest import ErrorLog

@@ -35,7 +35,7 @@ from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..headers import HeadersInput, status_of
 from ..message import Msg
 from ..payload import as_bytes as _as_bytes
-from ..protocol import PREFIX_CACHE_MAX, PubEncoder
+from ..protocol import PREFIX_CACHE_MAX, REQUEST_HEAD, REQUEST_LINE, PubEncoder
 from ..scheduler import Scheduler
 from .state import Waiter
 
@@ -171,7 +171,7 @@ class Requests:
             head is not None
             and n <= self._encoder.max_payload
             and self._writer.queue_message(
-                b"%s%s %d\r\n" % (head, token.encode(), n), payload, n, defer=defer, sending=not defer
+                REQUEST_LINE % (head, token.encode(), n), payload, n, defer=defer, sending=not defer
             )
         ):
             if not defer:
@@ -182,7 +182,7 @@ class Requests:
         if head is None and headers is None and prefix:
             if len(self.heads) >= PREFIX_CACHE_MAX:
                 self.heads.clear()
-            self.heads[subject] = b"PUB %s %s" % (subject.encode(), prefix.encode())
+            self.heads[subject] = REQUEST_HEAD % (subject.encode(), prefix.encode())
 
     # -- deadlines -------------------------------------------------------------------
     def _start_sweeping(self, timeout: float) -> None:

@@ -23,7 +23,7 @@ import msgspec
 from ..errors import InvalidArgumentError, JetStreamAPIError, NoRespondersError
 from ..headers import Headers, HeadersInput, encode
 from ..payload import as_bytes
-from ..protocol import check_publish_subject
+from ..protocol import HPUB_FRAME, check_publish_subject
 from . import api
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def member_frame(subject: bytes, header_lines: bytes, batch_id: bytes, seq: int,
     """One batch member as an HPUB frame; ``header_lines`` are the user's ``Name: value\\r\\n`` lines."""
     header = b"NATS/1.0\r\n%sNats-Batch-Id: %s\r\nNats-Batch-Sequence: %d\r\n\r\n" % (header_lines, batch_id, seq)
     hl = len(header)
-    return b"HPUB %s %d %d\r\n%s%s\r\n" % (subject, hl, hl + len(payload), header, payload)
+    return HPUB_FRAME % (subject, hl, hl + len(payload), header, payload)
 
 
 def header_lines(headers: Headers | None) -> bytes:

@@ -34,12 +34,13 @@ from ..errors import (
     server_error,
 )
 from ..handshake import open_link
-from ..headers import parse, status_of
 from ..options import Options, mask_url
-from ..protocol import PING, PONG, check_subscribe_subject, split_replies
+from ..protocol import PING, PONG, PUB_FRAME, check_subscribe_subject, split_replies
 from ..transport import Transport
 from . import api
-from .direct import _raise_status, eob_counts
+from .direct import _api_error, eob_counts
+from .manager import DIRECT_BATCH, Verdict
+from .status import Kind, classify_header
 
 #: Bytes per recv: a few hundred replies at a time.
 RECV_SIZE = 1 << 20
@@ -98,16 +99,16 @@ class BulkReader:
                 headers: list[bytes] = []
                 payloads: list[bytes] = []
                 status = self._take_batch(transport, headers, payloads, timeout)
-                code = status_of(status)
-                if code == 404:
+                judged = classify_header(status)
+                if DIRECT_BATCH[judged.kind] is not Verdict.END:
+                    if judged.code == 503:
+                        raise NoRespondersError(f"no direct get responder for stream {stream!r}")
+                    raise _api_error(judged.code, judged.description, stream)
+                if judged.kind is Kind.NO_MESSAGES:
                     ok = True
                     if headers:
                         yield headers, payloads
                     return
-                if code == 503:
-                    raise NoRespondersError(f"no direct get responder for stream {stream!r}")
-                if code != 204:
-                    _raise_status(code or 0, parse(status).description, stream)
                 pending, newest = eob_counts(status)
                 more = pending > 0 and newest < last
                 if more:
@@ -143,7 +144,7 @@ class BulkReader:
 
     def _ask(self, transport: Transport, request: bytes, subject: str, seq: int, batch: int, max_bytes: int) -> None:
         body = api.encode({"batch": batch, "seq": seq, "next_by_subj": subject, "max_bytes": max_bytes})
-        transport.sendall(b"PUB %s %d\r\n%s\r\n" % (request, len(body), body))
+        transport.sendall(PUB_FRAME % (request, len(body), body))
 
     def _take_batch(self, transport: Transport, headers: list[bytes], payloads: list[bytes], timeout: float) -> bytes:
         """Read until the status reply that ends a batch; its header block."""

@@ -31,6 +31,8 @@ from ..headers import Headers, parse, status_of
 from ..message import Msg
 from ..protocol import check_publish_subject, check_subscribe_subject
 from . import api
+from .manager import DIRECT_BATCH, MessageManager, Verdict
+from .status import Kind, Status
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -131,16 +133,23 @@ class StoredMessage:
         return f"<StoredMessage stream={self.stream!r} seq={self.seq} subject={self.subject!r} data={self.data[:32]!r}>"
 
 
-def _raise_status(code: int, description: str, stream: str) -> None:
+def _api_error(code: int, description: str, stream: str) -> JetStreamAPIError:
     if code == 404:
-        raise MessageNotFoundError(404, 10037, description or "no message found")
+        return MessageNotFoundError(404, 10037, description or "no message found")
     if code == 408:
-        raise BadRequestError(408, 10003, f"direct get on {stream!r}: {description or 'bad request'}")
+        return BadRequestError(408, 10003, f"direct get on {stream!r}: {description or 'bad request'}")
     if code == 413:
-        raise TooManySubjectsError(
+        return TooManySubjectsError(
             413, 0, f"direct get on {stream!r}: {description or 'too many subjects'} (at most {MAX_MULTI_SUBJECTS})"
         )
-    raise JetStreamAPIError(code, 0, f"direct get on {stream!r}: {description or f'status {code}'}")
+    return JetStreamAPIError(code, 0, f"direct get on {stream!r}: {description or f'status {code}'}")
+
+
+def _status_error(js: JetStream, stream: str, status: Status, data: bytes) -> JetStreamAPIError:
+    """The error for a direct get's error status (its :data:`~.manager.DIRECT_BATCH` verdict)."""
+    if status.code == 503 and not data:
+        return _no_direct(js, stream)
+    return _api_error(status.code, status.description, stream)
 
 
 def _no_direct(js: JetStream, stream: str) -> JetStreamAPIError:
@@ -192,7 +201,7 @@ def direct_get(
         raise _no_direct(js, stream) from None
     code = status_of(reply.header)
     if code is not None:
-        _raise_status(code, parse(reply.header).description if reply.header else "", stream)
+        raise _api_error(code, parse(reply.header).description if reply.header else "", stream)
     return StoredMessage(reply)
 
 
@@ -223,6 +232,7 @@ class DirectBatch:
         subject = f"{js.prefix}.DIRECT.GET.{self.stream}"
         inbox = conn.new_inbox()
         sub = conn.subscribe(inbox, pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 34)
+        mm = MessageManager(conn.core)
         body = dict(self._body)
         try:
             while True:
@@ -235,13 +245,11 @@ class DirectBatch:
                         raise TimeoutError(
                             f"direct get batch on {self.stream!r}: no reply within {self._timeout} s"
                         ) from None
-                    code = status_of(msg.header)
-                    if code == 503 and not msg.data:
-                        raise _no_direct(js, self.stream)
-                    if code == 404:
-                        self.num_pending = 0
-                        return
-                    if code == 204:
+                    verdict = mm.judge(msg, DIRECT_BATCH)
+                    if verdict is Verdict.END:
+                        if mm.status.kind is Kind.NO_MESSAGES:
+                            self.num_pending = 0
+                            return
                         headers = parse(msg.header)  # type: ignore[arg-type]
                         self.num_pending = int(headers.get("Nats-Num-Pending", "0"))
                         last = headers.get("Nats-Last-Sequence")
@@ -250,8 +258,8 @@ class DirectBatch:
                         if upto:
                             self.up_to_sequence = int(upto)
                         break
-                    if code is not None:
-                        _raise_status(code, parse(msg.header).description, self.stream)  # type: ignore[arg-type]
+                    if verdict is not Verdict.MESSAGE:
+                        raise _status_error(js, self.stream, mm.status, msg.data)
                     stored = StoredMessage(msg)
                     if first and stored.num_pending is None:
                         # An old server answers only the first message, without batch headers.
@@ -289,7 +297,7 @@ def count_matching(js: JetStream, stream: str, subject: str, seq: int, timeout: 
     if code == 503 and not reply.data:
         raise _no_direct(js, stream)
     if code is not None:
-        _raise_status(code, parse(reply.header).description if reply.header else "", stream)
+        raise _api_error(code, parse(reply.header).description if reply.header else "", stream)
     return (StoredMessage(reply).num_pending or 0) + 1
 
 

@@ -46,6 +46,21 @@ def is_ack_subject(reply: str | None) -> bool:
     return reply is not None and reply.startswith("$JS.ACK.")
 
 
+def ack_sequences(reply: str | None) -> tuple[int, int] | None:
+    """(consumer sequence, stream sequence) of an ack subject, or None; cheap enough for the reader thread."""
+    if reply is None or not reply.startswith("$JS.ACK."):
+        return None
+    tokens = reply.split(".")
+    n = len(tokens)
+    base = 2 if n == 9 else 4 if n >= 11 else -1  # where <stream> sits
+    if base < 0:
+        return None
+    try:
+        return int(tokens[base + 4]), int(tokens[base + 3])
+    except ValueError:
+        return None
+
+
 def _number(reply: str, token: str, what: str) -> int:
     if not token.isdigit() or not token.isascii():
         raise BadAckSubjectError(f"ack subject {reply!r}: {what} {token!r} is not a number")

@@ -3,13 +3,14 @@
 Threads and state:
 
 * The connection's **reader thread** runs :meth:`OrderedSubscription._on_receive`
-  for the current core subscription (a hook bound to one generation).  It
-  accepts only the next consumer sequence; on a gap it drops the message,
-  records the stream sequence to restart from and interrupts the taker.  It
-  writes ``_rcv_cseq``/``_rcv_sseq``/``_reset_from`` under ``_lock``.
+  for the current core subscription (a hook bound to one generation): under
+  ``_lock`` it hands the message to the :class:`~.manager.StrictOrder`
+  manager, which accepts only the next consumer sequence; on a gap the
+  message is dropped, ``_reset_from`` set and the taker interrupted.
 * The **taking thread** (``next_msg``, iteration, or this subscription's own
-  callback thread) delivers what was accepted, then has the reset done and
-  waits for it no longer than its own deadline.
+  callback thread) carries out the :data:`~.manager.ORDERED` verdict of each
+  queued message, then has the reset done and waits for it no longer than
+  its own deadline.
 * A **reset thread** (``jsclient-ordered-reset``, one at a time) performs
   it: unsubscribe the old inbox, delete the old consumer best-effort, create
   a new one at the last accepted stream sequence + 1, with tenacity backoff
@@ -20,7 +21,8 @@ Threads and state:
 * The **watchdog thread** flags a reset when heartbeats stop (the consumer
   may be gone).  A reconnect is treated the same way.
 
-``_lock`` guards the generation, the reset flag and the accepted sequences;
+``_lock`` guards the generation, the reset flag and the manager's accepted
+sequences (the manager's flow-control lock may be taken under it);
 ``_reset_cond`` (its own lock, never held with ``_lock``) the reset thread
 and the error it left.
 """
@@ -40,7 +42,6 @@ from ..backoff import Backoff
 from ..checks import seconds
 from ..errors import (
     ConnectionClosedError,
-    ConsumerDeletedError,
     Error,
     InvalidArgumentError,
     JetStreamAPIError,
@@ -49,14 +50,14 @@ from ..errors import (
     SubscriptionClosedError,
     TimeoutError,
 )
-from ..headers import status_of
 from ..message import ACK_DISABLED, Msg
 from ..protocol import check_subscribe_subject
+from ..subscription import until_closed
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
-from .push import _ack_cseq
-from .status import Kind, classify, status_error
-from .watchdog import HeartbeatMonitor
+from .bind import Bound, stream_of
+from .manager import ORDERED, StrictOrder, Verdict
+from .status import status_error
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
@@ -111,7 +112,7 @@ def ordered_config(config: ConsumerConfig | None, idle_heartbeat: float | None) 
     return api.validate_consumer_config(msgspec.structs.replace(cfg, **fields))
 
 
-class OrderedSubscription:
+class OrderedSubscription(Bound):
     """Messages of a stream (or subject filter) exactly once, in order, despite faults."""
 
     def __init__(
@@ -123,23 +124,17 @@ class OrderedSubscription:
         cb: Callable[[Msg], None] | None,
         limits: tuple[int | None, int | None],
     ) -> None:
-        self._js = js
-        self._conn = js.conn
-        self.stream = stream
-        self.subject = subject
+        super().__init__(js, stream, subject)
         self._base = config
         self._cb = cb
         self._limits = limits
         self._lock = threading.Lock()
         self._generation = 0
         self._sub: Subscription | None = None
-        self._monitor: HeartbeatMonitor | None = None
         self._closed = False
-        # Reader side: last accepted into the queue; restart point when a reset is due.
-        self._rcv_cseq = 0
-        self._rcv_sseq = 0
+        # Reader side: what was accepted into the queue (under _lock); a reset restarts after it.
+        self._mm = StrictOrder(self._conn.core, on_gap=self._flag_reset)
         self._reset_from: int | None = None
-        self._fc_answered: str | None = None
         # Taker side: what the user has been given.
         self.last_stream_seq = 0
         self.last_consumer_seq = 0
@@ -176,10 +171,9 @@ class OrderedSubscription:
         with self._lock:
             self._generation += 1
             generation = self._generation
-            start = self._rcv_sseq
-            self._rcv_cseq = 0
+            start = self._mm.stream_seq
+            self._mm.restart()
             self._reset_from = None
-            self._fc_answered = None
         inbox = conn.new_inbox()
         sub = conn.subscribe(inbox, pending_msgs_limit=self._limits[0], pending_bytes_limit=self._limits[1])
         sub._hook = lambda msg: self._on_receive(msg, generation)
@@ -200,9 +194,7 @@ class OrderedSubscription:
         self.consumer = info.name
         hb = cfg.idle_heartbeat
         assert isinstance(hb, float)
-        self._monitor = HeartbeatMonitor(
-            conn.core.watchdog, sub, interval=hb, alarm=3 * hb, on_alarm=lambda: self._request_reset(generation)
-        ).start()
+        self._mm.watch(sub, hb, 3 * hb, lambda: self._request_reset(generation))
 
     def _create(self, cfg: ConsumerConfig) -> api.ConsumerInfo:
         for attempt in RESET_RETRY.retrying(on=_RETRIABLE):
@@ -218,30 +210,11 @@ class OrderedSubscription:
         with self._lock:
             if generation != self._generation or self._reset_from is not None:
                 return True
-            header = msg.header
-            if header is not None and status_of(header) is not None:
-                status = classify(msg)
-                if status.kind is Kind.HEARTBEAT:
-                    if status.last_consumer is not None and status.last_consumer > self._rcv_cseq:
-                        self._flag_reset()
-                    elif status.flow_control_subject:
-                        self._answer_flow_control(status.flow_control_subject)
-                    return True
-                return False  # flow control and errors go through the queue, in order
-            seqs = _ack_cseq(msg.reply)
-            if seqs is None:
-                return True
-            cseq, sseq = seqs
-            if cseq != self._rcv_cseq + 1:
-                self._flag_reset()
-                return True
-            self._rcv_cseq = cseq
-            self._rcv_sseq = sseq
-            return False
+            return self._mm.arrive(msg)
 
     def _flag_reset(self) -> None:
         """Under _lock: stop accepting and have the taker reset from the last accepted message."""
-        self._reset_from = self._rcv_sseq
+        self._reset_from = self._mm.stream_seq
         sub = self._sub
         if sub is not None:
             sub._interrupt(_Reset("reset"))
@@ -255,13 +228,6 @@ class OrderedSubscription:
         with self._lock:
             if generation == self._generation and self._reset_from is None and not self._closed:
                 self._flag_reset()
-
-    def _answer_flow_control(self, subject: str) -> None:
-        if subject == self._fc_answered:
-            return
-        self._fc_answered = subject
-        with contextlib.suppress(ConnectionClosedError):
-            self._conn.core.publish_control(subject, b"")
 
     # -- taking thread ------------------------------------------------------------------
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
@@ -284,28 +250,18 @@ class OrderedSubscription:
                 if self._closed:
                     raise
                 continue  # the old inbox after a reset
-            if msg.header is not None and status_of(msg.header) is not None:
-                self._handle_status(msg)
-                continue
-            meta = msg.metadata
-            self.last_stream_seq = meta.sequence.stream
-            self.last_consumer_seq = meta.sequence.consumer
-            msg._ack_state = ACK_DISABLED
-            return msg
-
-    def _handle_status(self, msg: Msg) -> None:
-        status = classify(msg)
-        if status.kind is Kind.FLOW_CONTROL:
-            if status.flow_control_subject:
+            verdict = self._mm.judge(msg, ORDERED)
+            if verdict is Verdict.MESSAGE:
+                meta = msg.metadata
+                self.last_stream_seq = meta.sequence.stream
+                self.last_consumer_seq = meta.sequence.consumer
+                msg._ack_state = ACK_DISABLED
+                return msg
+            if verdict is Verdict.RESET:
                 with self._lock:
-                    self._answer_flow_control(status.flow_control_subject)
-            return
-        error = status_error(status)
-        if isinstance(error, ConsumerDeletedError):
-            with self._lock:
-                self._flag_reset()
-            return
-        raise error
+                    self._flag_reset()
+            elif verdict is not Verdict.HANDLED:
+                raise status_error(self._mm.status)
 
     def _await_reset(self, deadline: float | None, timeout: float | None) -> None:
         """Taking thread: have the consumer recreated (in the background) and wait for it until ``deadline``."""
@@ -340,10 +296,9 @@ class OrderedSubscription:
 
     def _reset(self) -> None:
         """Recreate the consumer at the last accepted stream sequence + 1."""
-        old_sub, old_consumer, monitor = self._sub, self.consumer, self._monitor
+        old_sub, old_consumer = self._sub, self.consumer
         self._sub = None
-        if monitor is not None:
-            monitor.stop()
+        self._mm.unwatch()
         if old_sub is not None:
             with contextlib.suppress(Error):
                 old_sub.unsubscribe()
@@ -358,11 +313,7 @@ class OrderedSubscription:
             self._conn.request_async(f"{self._js.prefix}.CONSUMER.DELETE.{self.stream}.{consumer}", b"", timeout=5)
 
     def __iter__(self) -> Iterator[Msg]:
-        while True:
-            try:
-                yield self.next_msg(timeout=None)
-            except (SubscriptionClosedError, ConnectionClosedError):
-                return
+        return until_closed(self.next_msg)
 
     def _run_callbacks(self) -> None:
         cb = self._cb
@@ -392,8 +343,7 @@ class OrderedSubscription:
         with self._lock:
             self._closed = True
             self._generation += 1
-        if self._monitor is not None:
-            self._monitor.stop()
+        self._mm.unwatch()
         sub, self._sub = self._sub, None
         if sub is not None:
             sub.unsubscribe()
@@ -424,8 +374,7 @@ def subscribe_ordered(
     if cb is not None and not callable(cb):
         raise InvalidArgumentError("cb must be callable")
     cfg = ordered_config(config, idle_heartbeat)
-    stream_name = stream or js.find_stream(subject)  # type: ignore[arg-type]
-    api.check_name("stream", stream_name)
+    stream_name = stream_of(js, stream, subject)
     osub = OrderedSubscription(js, stream_name, subject, cfg, cb, (pending_msgs_limit, pending_bytes_limit))
     osub._start()
     if cb is not None:

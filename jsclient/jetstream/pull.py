@@ -1,8 +1,11 @@
 """Pull subscriptions (ADR-13): fetch and continuous consumption.
 
-Threads: everything here runs on the user's thread except the reconnect hook
-(the connection's reconnect thread, which only sets a flag and wakes the
-taker).  Messages and statuses arrive through one core subscription on a
+Threads: everything here runs on the user's thread except three hooks that
+only hand work over: the reconnect hook (the reconnect thread sets a flag
+and wakes the taker), the manager's heartbeat handling (reader thread) and
+the silence alarm (watchdog thread, interrupts the taker).  Each status gets
+its verdict from the :data:`~.manager.FETCH` or :data:`~.manager.CONSUME`
+table.  Messages and statuses arrive through one core subscription on a
 wildcard inbox (``<inbox>.*``); each pull request gets a fresh token, so a
 status addressed to an older request is recognised and ignored.  Messages
 cannot be attributed to a request (the server rewrites their subject), and
@@ -34,20 +37,16 @@ from ..errors import (
     Error,
     HeartbeatsMissedError,
     InvalidArgumentError,
-    LeadershipChangeError,
-    MaxWaitingExceededError,
-    NoRespondersStatusError,
-    ServerShutdownError,
     SubscriptionClosedError,
     TimeoutError,
 )
-from ..headers import status_of
 from ..message import Msg
 from ..protocol import check_subscribe_subject
 from . import api
-from .api import AckPolicy, ConsumerConfig, ConsumerInfo
-from .push import _set, check_bound_consumer
-from .status import Kind, Status, classify, status_error
+from .api import AckPolicy, ConsumerConfig
+from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
+from .manager import CONSUME, FETCH, MessageManager, Verdict
+from .status import status_error
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
@@ -59,25 +58,44 @@ _PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartb
 
 
 class _Interrupted(Error):
-    """Internal: wakes a blocked take (stop() or a reconnect)."""
+    """Internal: wakes a blocked take (stop(), a reconnect, or the heartbeat alarm of call ``serial``)."""
+
+    def __init__(self, reason: str, serial: int = 0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.serial = serial
 
 
-class PullSubscription:
+def _check_pull(
+    batch: int, window: tuple[str, float], max_bytes: int | None, heartbeat: float | None
+) -> tuple[float, float | None]:
+    """Check a pull's options; ``window`` is the timeout or expires it waits (name, seconds)."""
+    whole("batch", batch)
+    name, limit = window[0], seconds(window[0], window[1])
+    if max_bytes is not None:
+        whole("max_bytes", max_bytes)
+    if heartbeat is not None:
+        heartbeat = seconds("heartbeat", heartbeat)
+        if heartbeat >= limit / 2:
+            raise InvalidArgumentError(f"heartbeat ({heartbeat} s) must be less than half the {name} ({limit} s)")
+    return limit, heartbeat
+
+
+class PullSubscription(Bound):
     """Fetch batches, or iterate with :meth:`messages`, from a pull consumer."""
 
     def __init__(self, js: JetStream, stream: str, consumer: str, subject: str | None, created: bool) -> None:
-        self._js = js
-        self._conn = js.conn
-        self.stream = stream
-        self.consumer = consumer
-        self.subject = subject
+        super().__init__(js, stream, subject, consumer)
         self._delete_on_close = created
         self._inbox = self._conn.new_inbox()
         self._tokens = itertools.count(1)
+        self._serials = itertools.count(1)
         self._next_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self._mm = MessageManager(self._conn.core)
         self._sub: Subscription = self._conn.subscribe(
             self._inbox + ".*", pending_msgs_limit=1 << 24, pending_bytes_limit=1 << 40
         )
+        self._sub._hook = self._mm.arrive  # heartbeats stop on the reader thread
         self._deferred: Error | None = None
         self._reconnected = False
         self._hook_key = self._conn.core.add_reconnect_hook(self._on_reconnect)
@@ -121,16 +139,7 @@ class PullSubscription:
         heartbeat: float | None = None,
     ) -> list[Msg]:
         """Up to ``batch`` messages within ``timeout``; ``[]`` when none came (not an error)."""
-        whole("batch", batch)
-        timeout = seconds("timeout", timeout)
-        if max_bytes is not None:
-            whole("max_bytes", max_bytes)
-        if heartbeat is not None:
-            heartbeat = seconds("heartbeat", heartbeat)
-            if heartbeat >= timeout / 2:
-                raise InvalidArgumentError(
-                    f"heartbeat ({heartbeat} s) must be less than half the timeout ({timeout} s)"
-                )
+        timeout, heartbeat = _check_pull(batch, ("timeout", timeout), max_bytes, heartbeat)
         if self._sub.is_closed:
             raise SubscriptionClosedError(f"pull subscription on consumer {self.consumer!r} is closed")
         deadline = time.monotonic() + timeout
@@ -140,21 +149,28 @@ class PullSubscription:
             raise error
         if len(out) >= batch:
             return out
-        # No-wait first: what is available now, without waiting.
-        token = self._pull(batch - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
-        # A no-wait answer comes at once; a silent server counts as missed heartbeats here too.
-        ended, _ = self._collect(out, batch, token, deadline, heartbeat)
-        if out or ended == "error":
+        serial = next(self._serials)
+        if heartbeat is not None:
+            sub = self._sub
+            self._mm.watch(sub, heartbeat, 2 * heartbeat, lambda: sub._interrupt(_Interrupted("heartbeat", serial)))
+        try:
+            # No-wait first: what is available now, without waiting.
+            token = self._pull(batch - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
+            # A no-wait answer comes at once; a silent server counts as missed heartbeats here too.
+            ended = self._collect(out, batch, token, deadline, serial)
+            if out or ended == "error":
+                return self._finish(out)
+            remaining = deadline - time.monotonic()
+            if remaining <= EXPIRES_MARGIN:
+                return out
+            token = self._pull(
+                batch - len(out), expires=remaining - EXPIRES_MARGIN, no_wait=False, max_bytes=max_bytes,
+                heartbeat=heartbeat,
+            )
+            self._collect(out, batch, token, deadline, serial)
             return self._finish(out)
-        remaining = deadline - time.monotonic()
-        if remaining <= EXPIRES_MARGIN:
-            return out
-        token = self._pull(
-            batch - len(out), expires=remaining - EXPIRES_MARGIN, no_wait=False, max_bytes=max_bytes,
-            heartbeat=heartbeat,
-        )
-        self._collect(out, batch, token, deadline, heartbeat)
-        return self._finish(out)
+        finally:
+            self._mm.unwatch()
 
     def _finish(self, out: list[Msg]) -> list[Msg]:
         if not out and self._deferred is not None:
@@ -166,65 +182,55 @@ class PullSubscription:
         """Messages already queued (late arrivals of an earlier fetch); stale statuses skipped."""
         out: list[Msg] = []
         sub = self._sub
+        mm = self._mm
         while len(out) < batch and sub.pending_msgs:
             try:
                 msg = sub._take(0)
             except (TimeoutError, _Interrupted):
                 break
-            if msg.header is None or status_of(msg.header) is None:
+            if mm.judge(msg, FETCH) is Verdict.MESSAGE:
                 out.append(msg)
         return out
 
-    def _collect(
-        self, out: list[Msg], batch: int, token: str, deadline: float, heartbeat: float | None
-    ) -> tuple[str, Status | None]:
-        """Take messages for the request ``token`` until it ends; returns how it ended."""
+    def _collect(self, out: list[Msg], batch: int, token: str, deadline: float, serial: int) -> str:
+        """Take messages for the request ``token`` until it ends (:data:`~.manager.FETCH`); how it ended."""
         sub = self._sub
-        last_seen = time.monotonic()
+        mm = self._mm
         while len(out) < batch:
-            now = time.monotonic()
-            remaining = deadline - now
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return "timeout", None
-            wait = remaining
-            if heartbeat is not None:
-                silent_for = now - last_seen
-                if silent_for >= 2 * heartbeat:
-                    missed = HeartbeatsMissedError(
-                        f"no heartbeat or message for {silent_for:.2f} s on pull consumer {self.consumer!r}"
-                    )
-                    if out:
-                        self._deferred = missed
-                        return "error", None
-                    raise missed
-                wait = min(wait, 2 * heartbeat - silent_for)
+                return "timeout"
             try:
-                msg = sub._take(wait)
+                msg = sub._take(remaining)
             except TimeoutError:
                 continue
-            except _Interrupted:
+            except _Interrupted as exc:
+                if exc.reason == "heartbeat" and exc.serial == serial:
+                    missed = HeartbeatsMissedError(
+                        f"no heartbeat or message for {mm.alarm:g} s on pull consumer {self.consumer!r}"
+                    )
+                    return self._ended_by(missed, out)
                 if self._reconnected:
                     self._reconnected = False
-                    return "reconnected", None  # the request is gone; the caller decides
+                    return "reconnected"  # the request is gone; the caller decides
                 continue
-            last_seen = time.monotonic()
-            header = msg.header
-            if header is None or status_of(header) is None:
+            verdict = mm.judge(msg, FETCH)
+            if verdict is Verdict.MESSAGE:
                 out.append(msg)
-                continue
-            status = classify(msg)
-            if self._token_of(msg) != token:
-                continue  # a status for an older request
-            if status.kind is Kind.HEARTBEAT:
-                continue
-            if status.kind in (Kind.NO_MESSAGES, Kind.REQUEST_TIMEOUT, Kind.MAX_BYTES):
-                return "done", status
-            error = status_error(status)
-            if out:
-                self._deferred = error
-                return "error", status
-            raise error
-        return "full", None
+            elif verdict is Verdict.HANDLED or self._token_of(msg) != token:
+                continue  # a heartbeat, or the end of an older request
+            elif verdict is Verdict.END:
+                return "done"
+            else:
+                return self._ended_by(status_error(mm.status), out)
+        return "full"
+
+    def _ended_by(self, error: Error, out: list[Msg]) -> str:
+        """An error ends the fetch: raised now when nothing came, else by the next fetch (nothing is lost)."""
+        if out:
+            self._deferred = error
+            return "error"
+        raise error
 
     # -- continuous consumption -----------------------------------------------------
     def messages(
@@ -236,22 +242,12 @@ class PullSubscription:
         threshold: float = 0.5,
     ) -> MessageStream:
         """A blocking iterator that keeps pull requests outstanding; ``stop()`` ends it."""
-        whole("batch", batch)
-        expires = seconds("expires", expires)
-        if max_bytes is not None:
-            whole("max_bytes", max_bytes)
-        if heartbeat is not None:
-            heartbeat = seconds("heartbeat", heartbeat)
-            if heartbeat >= expires / 2:
-                raise InvalidArgumentError(f"heartbeat ({heartbeat} s) must be less than half of expires ({expires} s)")
+        expires, heartbeat = _check_pull(batch, ("expires", expires), max_bytes, heartbeat)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise InvalidArgumentError(f"threshold must be in (0, 1], not {threshold!r}")
         return MessageStream(self, batch, expires, max_bytes, heartbeat, float(threshold))
 
     # -- ending ----------------------------------------------------------------------
-    def consumer_info(self) -> ConsumerInfo:
-        return self._js.consumer_info(self.stream, self.consumer)
-
     @property
     def is_closed(self) -> bool:
         return self._sub.is_closed
@@ -268,13 +264,16 @@ class PullSubscription:
     drain = unsubscribe
 
 
-#: Statuses that end one pull request in a continuous consume without ending the consume.
-_REQUEST_ENDED = (LeadershipChangeError, ServerShutdownError)
-_TRANSIENT = (MaxWaitingExceededError, NoRespondersStatusError)
-
-
 class MessageStream:
-    """Iterator of :meth:`PullSubscription.messages`; ``stop()`` from any thread ends it."""
+    """Iterator of :meth:`PullSubscription.messages`; ``stop()`` from any thread ends it.
+
+    Each status gets its :data:`~.manager.CONSUME` verdict: an ended request
+    lowers the count of messages asked for and is asked again; a passing
+    trouble (no room, no responders) is reported and asked again after a
+    pause; an error ends the iteration.  Silence for twice the heartbeat (or
+    ``expires`` + 1 s without heartbeats) means the requests were lost: the
+    watchdog's alarm has them forgotten and asked again.
+    """
 
     def __init__(
         self,
@@ -315,65 +314,66 @@ class MessageStream:
         self._tokens[token] = want
         self._pending += want
 
+    def _forget_requests(self) -> None:
+        self._pending = 0
+        self._tokens.clear()
+
+    def _silent(self) -> None:
+        """Watchdog thread: nothing arrived for the alarm time."""
+        psub = self._psub
+        if self.heartbeat:
+            psub._conn.core.report_error(
+                HeartbeatsMissedError(f"pull consumer {psub.consumer!r}: heartbeats missed; pulling again")
+            )
+        psub._mm.rearm()
+        psub._sub._interrupt(_Interrupted("silent"))
+
     def __iter__(self) -> Iterator[Msg]:
         psub = self._psub
         sub = psub._sub
+        mm = psub._mm
         silence = 2 * self.heartbeat if self.heartbeat else self.expires + 1.0
-        last_seen = time.monotonic()
-        while not self._stopped.is_set():
-            if self._pending < self._refill:
+        mm.watch(sub, silence / 2, silence, self._silent)
+        try:
+            while not self._stopped.is_set():
+                if self._pending < self._refill:
+                    try:
+                        self._request()
+                    except ConnectionClosedError:
+                        return
                 try:
-                    self._request()
-                except ConnectionClosedError:
+                    msg = sub._take(None)
+                except _Interrupted as exc:
+                    if exc.reason == "silent" or psub._reconnected:
+                        psub._reconnected = False
+                        self._forget_requests()  # lost requests (or a silent server): ask again
+                    continue
+                except (SubscriptionClosedError, ConnectionClosedError):
                     return
-            try:
-                msg = sub._take(silence)
-            except TimeoutError:
-                if time.monotonic() - last_seen >= silence:
-                    # Lost requests (or a silent server): forget them and ask again.
-                    if self.heartbeat:
-                        psub._conn.core.report_error(
-                            HeartbeatsMissedError(f"pull consumer {psub.consumer!r}: heartbeats missed; pulling again")
-                        )
-                    self._pending = 0
-                    self._tokens.clear()
-                continue
-            except _Interrupted:
-                if psub._reconnected:
-                    psub._reconnected = False
-                    self._pending = 0
-                    self._tokens.clear()
-                continue
-            except (SubscriptionClosedError, ConnectionClosedError):
-                return
-            last_seen = time.monotonic()
-            header = msg.header
-            if header is None or status_of(header) is None:
-                self._pending = max(0, self._pending - 1)
-                yield msg
-                continue
-            status = classify(msg)
-            token = psub._token_of(msg)
-            if status.kind is Kind.HEARTBEAT:
-                continue
-            if token not in self._tokens:
-                continue
-            asked = self._tokens.pop(token)
-            if status.kind in (Kind.REQUEST_TIMEOUT, Kind.NO_MESSAGES, Kind.MAX_BYTES):
-                left = status.pending_msgs if status.pending_msgs is not None else 0
-                self._pending = max(0, self._pending - left)
-                continue
-            error = status_error(status)
-            if isinstance(error, _REQUEST_ENDED):
-                # The request died (restart, leader move): pull again.
-                self._pending = max(0, self._pending - asked)
-                continue
-            if isinstance(error, _TRANSIENT):
-                self._pending = max(0, self._pending - asked)
-                psub._conn.core.report_error(error)
-                self._stopped.wait(min(self.expires, 0.5))
-                continue
-            raise error
+                verdict = mm.judge(msg, CONSUME)
+                if verdict is Verdict.MESSAGE:
+                    self._pending = max(0, self._pending - 1)
+                    yield msg
+                    continue
+                if verdict is Verdict.HANDLED:
+                    continue
+                asked = self._tokens.pop(psub._token_of(msg), None)
+                if asked is None:
+                    continue  # a status for a request already forgotten
+                status = mm.status
+                if verdict is Verdict.END:
+                    left = status.pending_msgs if status.pending_msgs is not None else asked
+                    self._pending = max(0, self._pending - left)
+                    continue
+                error = status_error(status)
+                if verdict is Verdict.WARNING:
+                    self._pending = max(0, self._pending - asked)
+                    psub._conn.core.report_error(error)
+                    self._stopped.wait(min(self.expires, 0.5))
+                    continue
+                raise error
+        finally:
+            mm.unwatch()
 
 
 def pull_subscribe(
@@ -394,44 +394,20 @@ def pull_subscribe(
     if subject is not None:
         check_subscribe_subject(subject)
     for field in _PUSH_FIELDS:
-        if _set(getattr(user, field)):
+        if is_set(getattr(user, field)):
             raise InvalidArgumentError(f"{field} is a push consumer option; it cannot be used with a pull subscription")
-    if _set(user.ack_policy) and user.ack_policy in (AckPolicy.NONE, AckPolicy.ALL):
+    if is_set(user.ack_policy) and user.ack_policy in (AckPolicy.NONE, AckPolicy.ALL):
         raise InvalidArgumentError(f"a pull subscription needs ack_policy explicit, not {user.ack_policy!r}")
-    for what, value in (("durable", durable), ("consumer", consumer)):
-        if value is not None:
-            api.check_name(what, value)
-    if durable is None and isinstance(user.durable_name, str):
-        durable = user.durable_name
-    elif durable and _set(user.durable_name) and user.durable_name != durable:
-        raise InvalidArgumentError(f"durable {durable!r} differs from config durable_name {user.durable_name!r}")
-    if consumer and durable and consumer != durable:
-        raise InvalidArgumentError(f"consumer {consumer!r} and durable {durable!r} differ")
+    durable = check_names(durable, consumer, user)
     api.validate_consumer_config(user)
-    stream_name = stream or js.find_stream(subject)  # type: ignore[arg-type]
-    api.check_name("stream", stream_name)
+    stream_name = stream_of(js, stream, subject)
     name = consumer or durable
-    if name:
-        try:
-            info = js.consumer_info(stream_name, name)
-        except ConsumerNotFoundError:
-            if consumer:
-                raise ConsumerNotFoundError(
-                    404, 10014, f"cannot bind to consumer {consumer!r} on stream {stream_name!r}: it does not exist"
-                ) from None
-        else:
-            check_bound_consumer(info, subject, None, user, pull=True)
-            return PullSubscription(js, stream_name, info.name, subject, created=False)
+    info = find_consumer(js, stream_name, name, must_exist=bool(consumer))
+    if info is not None:
+        check_bound_consumer(info, subject, None, user, pull=True)
+        return PullSubscription(js, stream_name, info.name, subject, created=False)
     fields: dict[str, Any] = {}
-    if not _set(user.ack_policy):
-        fields["ack_policy"] = AckPolicy.EXPLICIT.value
-    if subject and not _set(user.filter_subject) and not _set(user.filter_subjects):
-        fields["filter_subject"] = subject
-    if name:
-        fields["durable_name"] = name
-    elif user.inactive_threshold is UNSET:
+    if not name and user.inactive_threshold is UNSET:
         fields["inactive_threshold"] = 300.0  # an ephemeral pull consumer has no interest to expire on
-    cfg = msgspec.structs.replace(user, **fields)
-    info = js.add_consumer(stream_name, cfg)
+    info = js.add_consumer(stream_name, creation_config(user, subject, name, **fields))
     return PullSubscription(js, stream_name, info.name, subject, created=not name)
-

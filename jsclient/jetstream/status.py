@@ -10,8 +10,13 @@ Status lines seen from the server::
     NATS/1.0 100 FlowControl Request (reply subject = the subject to answer)
     NATS/1.0 404 No Messages         (pull, no_wait)
     NATS/1.0 408 Request Timeout     (pull request expired; Nats-Pending-Messages/-Bytes)
-    NATS/1.0 409 <reason>            (consumer deleted, push based, exceeded limits, ...)
+    NATS/1.0 408 Interest Expired    (the same, for a request whose interest went away)
+    NATS/1.0 409 <reason>            (consumer deleted, push based, exceeded limits, leadership change, ...)
+    NATS/1.0 423 Nats-Wrong-Pin-Id   (priority groups: the pull's pin id is not the pinned one)
     NATS/1.0 503                     (no responders)
+
+What each kind *does* is not decided here but in the workflow tables of
+:mod:`jsclient.jetstream.manager`.
 """
 
 from __future__ import annotations
@@ -40,10 +45,15 @@ class Kind(enum.Enum):
     HEARTBEAT = "heartbeat"
     FLOW_CONTROL = "flow_control"
     NO_MESSAGES = "no_messages"  # 404
-    REQUEST_TIMEOUT = "request_timeout"  # 408
+    REQUEST_TIMEOUT = "request_timeout"  # 408 (Request Timeout, Interest Expired)
     END_OF_BATCH = "end_of_batch"  # 204 (direct get)
-    MAX_BYTES = "max_bytes"  # 409 Message Size Exceeds MaxBytes: a pull ends normally
-    ERROR = "error"  # 409, 503, unknown
+    MAX_BYTES = "max_bytes"  # 409 Message Size Exceeds MaxBytes
+    BATCH_COMPLETED = "batch_completed"  # 409 Batch Completed
+    WRONG_PIN = "wrong_pin"  # 423 Nats-Wrong-Pin-Id
+    REQUEST_LOST = "request_lost"  # 409 Leadership Change / Server Shutdown: the request died, the consumer lives
+    BUSY = "busy"  # 409 Exceeded MaxWaiting, 503: no room or nobody to answer right now
+    CONSUMER_DELETED = "consumer_deleted"  # 409 Consumer Deleted
+    ERROR = "error"  # 400, 409 Consumer is push based, 409 Exceeded MaxRequest*, anything unknown
 
 
 class Status(NamedTuple):
@@ -72,16 +82,21 @@ def _int(value: str | None) -> int | None:
 
 def classify(msg: MsgEvent) -> Status:
     """What a delivered message is: a user message or one of the statuses above."""
-    code = status_of(msg.header)
+    return classify_header(msg.header, msg.reply)
+
+
+def classify_header(header: bytes | None, reply: str | None = None) -> Status:
+    """:func:`classify` for a bare header block (and the reply subject it came with)."""
+    code = status_of(header)
     if code is None:
         return MESSAGE
-    assert msg.header is not None
-    headers = parse(msg.header)
+    assert header is not None
+    headers = parse(header)
     desc = headers.description
     lowered = desc.lower()
     if code == 100:
         if "flow" in lowered:
-            return Status(Kind.FLOW_CONTROL, code, desc, flow_control_subject=msg.reply or None)
+            return Status(Kind.FLOW_CONTROL, code, desc, flow_control_subject=reply or None)
         return Status(
             Kind.HEARTBEAT,
             code,
@@ -90,16 +105,27 @@ def classify(msg: MsgEvent) -> Status:
             last_consumer=_int(headers.get("Nats-Last-Consumer")),
             last_stream=_int(headers.get("Nats-Last-Stream")),
         )
-    pending = (_int(headers.get("Nats-Pending-Messages")), _int(headers.get("Nats-Pending-Bytes")))
-    if code == 404:
-        return Status(Kind.NO_MESSAGES, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
-    if code == 408:
-        return Status(Kind.REQUEST_TIMEOUT, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
-    if code == 204:
-        return Status(Kind.END_OF_BATCH, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
-    if code == 409 and "message size exceeds maxbytes" in lowered:
-        return Status(Kind.MAX_BYTES, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
-    return Status(Kind.ERROR, code, desc, pending_msgs=pending[0], pending_bytes=pending[1])
+    kind = _BY_CODE.get(code, Kind.ERROR)
+    if code == 409:
+        kind = next((k for needle, k in _CONFLICT_KINDS if needle in lowered), Kind.ERROR)
+    return Status(
+        kind, code, desc,
+        pending_msgs=_int(headers.get("Nats-Pending-Messages")),
+        pending_bytes=_int(headers.get("Nats-Pending-Bytes")),
+    )
+
+
+_BY_CODE = {
+    404: Kind.NO_MESSAGES, 408: Kind.REQUEST_TIMEOUT, 204: Kind.END_OF_BATCH, 423: Kind.WRONG_PIN, 503: Kind.BUSY,
+}
+_CONFLICT_KINDS = (
+    ("message size exceeds maxbytes", Kind.MAX_BYTES),
+    ("batch completed", Kind.BATCH_COMPLETED),
+    ("leadership change", Kind.REQUEST_LOST),
+    ("server shutdown", Kind.REQUEST_LOST),
+    ("exceeded maxwaiting", Kind.BUSY),
+    ("consumer deleted", Kind.CONSUMER_DELETED),
+)
 
 
 _CONFLICTS: tuple[tuple[str, type[JetStreamStatusError]], ...] = (

@@ -20,7 +20,7 @@ from typing import Protocol
 from ..scheduler import Scheduler, Timer
 
 
-class _Counted(Protocol):
+class Counted(Protocol):
     received: int
 
 
@@ -30,7 +30,7 @@ class HeartbeatMonitor:
     def __init__(
         self,
         watchdog: Scheduler,
-        sub: _Counted,
+        sub: Counted,
         interval: float,
         alarm: float,
         on_alarm: Callable[[], None],

@@ -57,7 +57,7 @@ from ..errors import (
 )
 from ..headers import Headers, check_header, status_of
 from ..jetstream.batch import Member, batch_ack, check_batch_id, member_frame, send_commit, send_members
-from ..protocol import check_publish_subject
+from ..protocol import HPUB_REPLY_FRAME, check_publish_subject
 from .arrow import MSG_ID, user_header
 from .connections import connection
 from .options import SparkOptions
@@ -409,8 +409,8 @@ class _MsgIdTask:
                 hl = len(header)
                 payload = payloads[k]
                 size += len(payload)
-                frame = b"HPUB %s %s.%d %d %d\r\n%s%s\r\n"
-                parts.append(frame % (subjects[k], inbox, index, hl, hl + len(payload), header, payload))
+                reply = b"%s.%d" % (inbox, index)
+                parts.append(HPUB_REPLY_FRAME % (subjects[k], reply, hl, hl + len(payload), header, payload))
             self.conn.publish_encoded(b"".join(parts), messages=hi - i, payload_bytes=size)
             self.sent += hi - i
             i = hi
