@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConnectionClosedError, MessageGapError
 from ..headers import status_of
 from .metadata import ack_sequences
-from .status import MESSAGE, Kind, Status, classify
+from .status import NO_STATUS, Kind, Status, classify
 from .watchdog import Counted, HeartbeatMonitor
 
 if TYPE_CHECKING:
@@ -53,6 +53,10 @@ class Verdict(enum.Enum):
     RESET = "reset"  # recreate the consumer (ordered)
     ERROR = "error"  # terminal: raise it (or report it, for a callback)
 
+
+#: What per-message code compares with: looking up an Enum member costs about 75 ns on Python 3.11.
+MESSAGE = Verdict.MESSAGE
+HANDLED = Verdict.HANDLED
 
 Table = Mapping[Kind, Verdict]
 
@@ -103,7 +107,7 @@ class MessageManager:
         #: Flow-control requests answered (each subject once).
         self.flow_control_answers = 0
         #: The status :meth:`judge` last classified (taking thread).
-        self.status: Status = MESSAGE
+        self.status: Status = NO_STATUS
         # Reader thread only: the last message accepted in order.
         self.consumer_seq = 0
         self.stream_seq = 0
@@ -136,7 +140,7 @@ class MessageManager:
         """The verdict of ``msg`` under ``table``; flow control is answered here."""
         header = msg.header
         if header is None or status_of(header) is None:
-            return Verdict.MESSAGE
+            return MESSAGE
         status = self.status = classify(msg)
         if status.kind is Kind.FLOW_CONTROL and status.flow_control_subject:
             self.answer_flow_control(status.flow_control_subject)

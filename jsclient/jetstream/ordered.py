@@ -56,7 +56,7 @@ from ..subscription import until_closed
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
 from .bind import Bound, stream_of
-from .manager import ORDERED, StrictOrder, Verdict
+from .manager import HANDLED, MESSAGE, ORDERED, StrictOrder, Verdict
 from .status import status_error
 
 if TYPE_CHECKING:
@@ -251,7 +251,7 @@ class OrderedSubscription(Bound):
                     raise
                 continue  # the old inbox after a reset
             verdict = self._mm.judge(msg, ORDERED)
-            if verdict is Verdict.MESSAGE:
+            if verdict is MESSAGE:
                 meta = msg.metadata
                 self.last_stream_seq = meta.sequence.stream
                 self.last_consumer_seq = meta.sequence.consumer
@@ -260,7 +260,7 @@ class OrderedSubscription(Bound):
             if verdict is Verdict.RESET:
                 with self._lock:
                     self._flag_reset()
-            elif verdict is not Verdict.HANDLED:
+            elif verdict is not HANDLED:
                 raise status_error(self._mm.status)
 
     def _await_reset(self, deadline: float | None, timeout: float | None) -> None:

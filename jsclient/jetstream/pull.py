@@ -1,9 +1,10 @@
 """Pull subscriptions (ADR-13): fetch and continuous consumption.
 
-Threads: everything here runs on the user's thread except three hooks that
+Threads: everything here runs on the user's thread except two hooks that
 only hand work over: the reconnect hook (the reconnect thread sets a flag
-and wakes the taker), the manager's heartbeat handling (reader thread) and
-the silence alarm (watchdog thread, interrupts the taker).  Each status gets
+and wakes the taker) and the silence alarm (watchdog thread, interrupts the
+taker).  Heartbeats are queued like everything else (the taker skips them)
+and the watchdog counts them: the reader runs no hook here.  Each status gets
 its verdict from the :data:`~.manager.FETCH` or :data:`~.manager.CONSUME`
 table.  Messages and statuses arrive through one core subscription on a
 wildcard inbox (``<inbox>.*``); each pull request gets a fresh token, so a
@@ -45,7 +46,7 @@ from ..protocol import check_subscribe_subject
 from . import api
 from .api import AckPolicy, ConsumerConfig
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .manager import CONSUME, FETCH, MessageManager, Verdict
+from .manager import CONSUME, FETCH, HANDLED, MESSAGE, MessageManager, Verdict
 from .status import status_error
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def _check_pull(
 class PullSubscription(Bound):
     """Fetch batches, or iterate with :meth:`messages`, from a pull consumer."""
 
-    def __init__(self, js: JetStream, stream: str, consumer: str, subject: str | None, created: bool) -> None:
+    def __init__(self, js: JetStream, stream: str, consumer: str, subject: str | None, *, created: bool) -> None:
         super().__init__(js, stream, subject, consumer)
         self._delete_on_close = created
         self._inbox = self._conn.new_inbox()
@@ -95,7 +96,6 @@ class PullSubscription(Bound):
         self._sub: Subscription = self._conn.subscribe(
             self._inbox + ".*", pending_msgs_limit=1 << 24, pending_bytes_limit=1 << 40
         )
-        self._sub._hook = self._mm.arrive  # heartbeats stop on the reader thread
         self._deferred: Error | None = None
         self._reconnected = False
         self._hook_key = self._conn.core.add_reconnect_hook(self._on_reconnect)
@@ -188,7 +188,7 @@ class PullSubscription(Bound):
                 msg = sub._take(0)
             except (TimeoutError, _Interrupted):
                 break
-            if mm.judge(msg, FETCH) is Verdict.MESSAGE:
+            if mm.judge(msg, FETCH) is MESSAGE:
                 out.append(msg)
         return out
 
@@ -215,9 +215,9 @@ class PullSubscription(Bound):
                     return "reconnected"  # the request is gone; the caller decides
                 continue
             verdict = mm.judge(msg, FETCH)
-            if verdict is Verdict.MESSAGE:
+            if verdict is MESSAGE:
                 out.append(msg)
-            elif verdict is Verdict.HANDLED or self._token_of(msg) != token:
+            elif verdict is HANDLED or self._token_of(msg) != token:
                 continue  # a heartbeat, or the end of an older request
             elif verdict is Verdict.END:
                 return "done"
@@ -351,11 +351,11 @@ class MessageStream:
                 except (SubscriptionClosedError, ConnectionClosedError):
                     return
                 verdict = mm.judge(msg, CONSUME)
-                if verdict is Verdict.MESSAGE:
+                if verdict is MESSAGE:
                     self._pending = max(0, self._pending - 1)
                     yield msg
                     continue
-                if verdict is Verdict.HANDLED:
+                if verdict is HANDLED:
                     continue
                 asked = self._tokens.pop(psub._token_of(msg), None)
                 if asked is None:

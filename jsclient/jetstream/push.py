@@ -39,7 +39,7 @@ from ..subscription import until_closed
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .manager import PUSH, GapReporting, MessageManager, Verdict
+from .manager import HANDLED, MESSAGE, PUSH, GapReporting, MessageManager
 from .status import status_error
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class PushSubscription(Bound):
         subject: str | None,
         queue: str | None,
         cb: MsgHandler | None,
+        *,
         manual_ack: bool,
         ack_none: bool,
     ) -> None:
@@ -117,11 +118,11 @@ class PushSubscription(Bound):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             msg = sub._take(remaining)
             verdict = mm.judge(msg, PUSH)
-            if verdict is Verdict.MESSAGE:
+            if verdict is MESSAGE:
                 if self._ack_none:
                     msg._ack_state = ACK_DISABLED
                 return msg
-            if verdict is not Verdict.HANDLED:
+            if verdict is not HANDLED:
                 raise status_error(mm.status)
 
     def __iter__(self) -> Iterator[Msg]:
@@ -130,8 +131,8 @@ class PushSubscription(Bound):
     def _dispatch(self, msg: Msg) -> None:
         """Core callback on the dispatcher thread: statuses here, user messages to the user."""
         verdict = self._mm.judge(msg, PUSH)
-        if verdict is not Verdict.MESSAGE:
-            if verdict is not Verdict.HANDLED:
+        if verdict is not MESSAGE:
+            if verdict is not HANDLED:
                 self._conn.core.report_error(status_error(self._mm.status))
             return
         cb = self._user_cb
@@ -281,7 +282,9 @@ def subscribe(
     if info is not None:
         check_bound_consumer(info, subject, queue, user, pull=False)
         ack_policy = str(info.config.ack_policy)
-    psub = PushSubscription(js, stream_name, subject, queue, cb, manual_ack, ack_policy == AckPolicy.NONE.value)
+    psub = PushSubscription(
+        js, stream_name, subject, queue, cb, manual_ack=manual_ack, ack_none=ack_policy == AckPolicy.NONE.value
+    )
     limits = (pending_msgs_limit, pending_bytes_limit)
     if info is not None:
         _bind(psub, info, limits)
@@ -301,7 +304,8 @@ def _core_subscribe(psub: PushSubscription, deliver_subject: str, limits: tuple[
         pending_msgs_limit=limits[0],
         pending_bytes_limit=limits[1],
     )
-    sub._hook = psub._mm.arrive
+    if psub.queue is None:  # a queue group has neither heartbeats nor an order of its own
+        sub._hook = psub._mm.arrive
     psub._sub = sub
     psub.deliver_subject = deliver_subject
 

@@ -68,7 +68,7 @@ class Status(NamedTuple):
     pending_bytes: int | None = None
 
 
-MESSAGE = Status(Kind.MESSAGE, 0, "")
+NO_STATUS = Status(Kind.MESSAGE, 0, "")
 
 
 def _int(value: str | None) -> int | None:
@@ -89,7 +89,7 @@ def classify_header(header: bytes | None, reply: str | None = None) -> Status:
     """:func:`classify` for a bare header block (and the reply subject it came with)."""
     code = status_of(header)
     if code is None:
-        return MESSAGE
+        return NO_STATUS
     assert header is not None
     headers = parse(header)
     desc = headers.description
