@@ -205,6 +205,30 @@ def test_heartbeat_validation_and_missed_heartbeats() -> None:
             server.resume()
 
 
+def test_messages_reports_missed_heartbeats_and_pulls_again() -> None:
+    """The watchdog's alarm (manager.watch) really fires for messages(): a paused server is reported, then read on."""
+    seen: list[BaseException] = []
+    with NatsServer() as server, jsclient.connect(server.url, error_cb=seen.append) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="HBM", subjects=["hbm"])
+        psub = js.pull_subscribe("hbm", durable="h")
+        stream = psub.messages(batch=10, expires=3.0, heartbeat=0.2)
+        it = iter(stream)
+        js.publish("hbm", b"1")
+        assert next(it).data == b"1"
+        server.pause()
+        try:
+            deadline = time.monotonic() + 5
+            while not any(isinstance(e, errors.HeartbeatsMissedError) for e in seen) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            server.resume()
+        assert any(isinstance(e, errors.HeartbeatsMissedError) for e in seen)
+        js.publish("hbm", b"2", timeout=5)
+        assert next(it).data == b"2"
+        stream.stop()
+
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
