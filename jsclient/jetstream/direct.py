@@ -95,9 +95,9 @@ class StoredMessage:
         others = False  # header lines besides the delivery ones: the user's
         try:
             for line in header.decode("utf-8", "replace").split("\r\n")[1:]:
-                name, _, value = line.partition(":")
+                name, _, value = line.partition(": ")  # the server writes "Name: value"
                 if name in _DELIVERY:
-                    found[name] = value[1:] if value[:1] == " " else value
+                    found[name] = value
                 elif line:
                     others = True
             self.stream = found["Nats-Stream"]
@@ -118,6 +118,10 @@ class StoredMessage:
         if isinstance(stamp, str):
             stamp = self._time = parse_timestamp(stamp)
         return stamp
+
+    def header(self, name: str) -> str | None:
+        """One user header's value; nothing is parsed when the reply had only delivery headers."""
+        return self.headers.get(name) if self._header else None
 
     @property
     def headers(self) -> Headers:

@@ -90,8 +90,8 @@ class KeyValueStatus(NamedTuple):
     info: api.StreamInfo
 
 
-def _operation(headers: Headers) -> str:
-    op = headers.get(OPERATION_HEADER)
+def _operation(op: str | None) -> str:
+    """The entry's operation from its KV-Operation header (absent: a put)."""
     return op if op in (DEL, PURGE) else PUT
 
 
@@ -123,7 +123,8 @@ class KeyValue:
                     raise KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
         except MessageNotFoundError:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
-        entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, _operation(stored.headers))
+        operation = _operation(stored.header(OPERATION_HEADER))
+        entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation)
         if entry.operation != PUT:
             raise KeyDeletedError(f"key {key!r} was {'deleted' if entry.operation == DEL else 'purged'}", entry)
         return entry
@@ -281,7 +282,7 @@ class KeyWatcher:
             msg = self._sub.next_msg(timeout=timeout)
             meta = msg.metadata
             key = msg.subject[len(self._kv._prefix) :]
-            op = _operation(msg.headers)
+            op = _operation(msg.headers.get(OPERATION_HEADER))
             if meta.num_pending == 0:
                 self._initial_done = True
             if self._ignore_deletes and op != PUT:
