@@ -262,6 +262,40 @@ def test_fuzz_roundtrip_any_split(msgs: list, cuts: list) -> None:
     assert events == expected
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    subject=st.from_regex(r"[a-z]{1,8}(\.[a-z0-9]{1,8}){0,2}", fullmatch=True),
+    sid=st.integers(min_value=1, max_value=10**6),
+    reply=st.one_of(st.none(), st.from_regex(r"_INBOX\.[a-z0-9]{1,10}", fullmatch=True)),
+    header=st.one_of(st.none(), st.binary(max_size=40).map(header_block)),
+    payload=st.binary(max_size=100),
+    damage=st.one_of(st.none(), st.tuples(st.integers(min_value=0, max_value=400), st.binary(max_size=3))),
+)
+def test_feed_one_takes_a_lone_frame_exactly_as_feed_does(
+    subject: str, sid: int, reply: str | None, header: bytes | None, payload: bytes, damage: tuple | None
+) -> None:
+    """The reply fast path: one whole frame (or a damaged one) gives feed()'s events, or None and feed decides."""
+    r = f" {reply}".encode() if reply else b""
+    if header is None:
+        wire = b"MSG %s %d%s %d\r\n%s\r\n" % (subject.encode(), sid, r, len(payload), payload)
+    else:
+        wire = b"HMSG %s %d%s %d %d\r\n%s%s\r\n" % (
+            subject.encode(), sid, r, len(header), len(header) + len(payload), header, payload,
+        )
+    if damage is not None:
+        at = damage[0] % (len(wire) + 1)
+        wire = wire[:at] + damage[1] + wire[at + len(damage[1]) :]
+    one = Parser().feed_one(memoryview(wire))
+    if damage is None and b"MSG " not in (header or b"") + payload:  # that text inside: left to feed()
+        assert one == (MsgEvent(subject, sid, reply, header, payload),)
+    if one is not None:
+        parser = Parser()
+        assert parser.feed(wire) == list(one) and parser.buffered == 0
+    busy = Parser()
+    busy.feed(b"MSG a 1 5\r\nhel")  # something buffered: never the fast path
+    assert busy.feed_one(wire) is None
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_fuzz_garbage_never_hangs_or_crashes_unexpectedly(data: bytes) -> None:

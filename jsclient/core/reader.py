@@ -216,7 +216,9 @@ class Reader:
         route = self.router.route
         try:
             if n <= FEED_CHUNK:
-                return route(side.parser.feed(side.view[:n]))
+                parser = side.parser
+                chunk = side.view[:n]
+                return route(parser.feed_one(chunk) or parser.feed(chunk))
             answered = False
             feed = side.parser.feed
             view = side.view
