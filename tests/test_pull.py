@@ -88,6 +88,27 @@ def test_max_waiting_second_concurrent_fetch_gets_409(js: jsclient.JetStream) ->
     assert results == [[]]
 
 
+def test_messages_reports_no_room_and_pulls_again(server: NatsServer) -> None:
+    """manager.CONSUME: 409 Exceeded MaxWaiting is a warning for messages(), reported, then asked again."""
+    seen: list[BaseException] = []
+    with jsclient.connect(server.url, error_cb=seen.append) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="ROOM", subjects=["room"])
+        js.add_consumer("ROOM", durable_name="mw", ack_policy="explicit", max_waiting=1)
+        first = js.pull_subscribe("room", durable="mw")
+        second = js.pull_subscribe("room", durable="mw")
+        holder = threading.Thread(target=lambda: first.fetch(1, timeout=2))  # holds the one waiting slot
+        holder.start()
+        time.sleep(0.5)
+        stream = second.messages(batch=1, expires=5.0)
+        threading.Timer(3.0, lambda: js.publish("room", b"late")).start()  # after the holder's request expired
+        assert next(iter(stream)).data == b"late"
+        stream.stop()
+        holder.join(5)
+        assert any(isinstance(e, errors.MaxWaitingExceededError) for e in seen)
+        js.delete_stream("ROOM")
+
+
 def test_consumer_deleted_mid_fetch_returns_what_arrived_then_raises(
     nc: jsclient.Connection, js: jsclient.JetStream
 ) -> None:
