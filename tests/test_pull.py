@@ -99,7 +99,9 @@ def test_messages_reports_no_room_and_pulls_again(server: NatsServer) -> None:
         second = js.pull_subscribe("room", durable="mw")
         holder = threading.Thread(target=lambda: first.fetch(1, timeout=2))  # holds the one waiting slot
         holder.start()
-        time.sleep(0.5)
+        deadline = time.monotonic() + 5
+        while js.consumer_info("ROOM", "mw").num_waiting < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)  # the holder's waiting request is in
         stream = second.messages(batch=1, expires=5.0)
         threading.Timer(3.0, lambda: js.publish("room", b"late")).start()  # after the holder's request expired
         assert next(iter(stream)).data == b"late"
