@@ -11,6 +11,7 @@ import pytest
 import jsclient
 from jsclient import errors
 from jsclient.jetstream.api import ConsumerConfig
+from jsclient.jetstream.pull import PullSubscription
 from jsclient.server import NatsServer
 
 from .proxy import FrameProxy, rewrite_status
@@ -122,6 +123,14 @@ def test_consumer_deleted_mid_fetch_returns_what_arrived_then_raises(
         psub.fetch(5, timeout=5)
 
 
+def three_in(js: jsclient.JetStream, name: str, subject: str) -> PullSubscription:
+    """A stream holding three messages (0, 1, 2) and a durable pull subscription on it."""
+    js.add_stream(name=name, subjects=[subject])
+    for i in range(3):
+        js.publish(subject, b"%d" % i)
+    return js.pull_subscribe(subject, durable="d")
+
+
 def test_messages_then_error_are_not_lost(server: NatsServer) -> None:
     """A proxy turns the 404 ending a partial no-wait batch into a 409 (a real server will not on demand)."""
     rewritten: list[bytes] = []
@@ -134,10 +143,7 @@ def test_messages_then_error_are_not_lost(server: NatsServer) -> None:
 
     with FrameProxy(server.host_port, rewrite) as proxy, jsclient.connect(proxy.url) as nc:
         js = nc.jetstream()
-        js.add_stream(name="LOST", subjects=["lost"])
-        for i in range(3):
-            js.publish("lost", b"%d" % i)
-        psub = js.pull_subscribe("lost", durable="d")
+        psub = three_in(js, "LOST", "lost")
         got = psub.fetch(10, timeout=3)  # three arrive, then the (rewritten) error status
         assert [m.data for m in got] == [b"0", b"1", b"2"]
         assert rewritten, "the error status was never injected"
@@ -163,10 +169,7 @@ def test_a_leader_change_ends_a_fetch_and_messages_pulls_again(server: NatsServe
 
     with FrameProxy(server.host_port, rewrite) as proxy, jsclient.connect(proxy.url) as nc:
         js = nc.jetstream()
-        js.add_stream(name="LEAD", subjects=["lead"])
-        for i in range(3):
-            js.publish("lead", b"%d" % i)
-        psub = js.pull_subscribe("lead", durable="d")
+        psub = three_in(js, "LEAD", "lead")
         got = psub.fetch(10, timeout=2)
         assert [m.data for m in got] == [b"0", b"1", b"2"] and rewritten
         before = len(rewritten)

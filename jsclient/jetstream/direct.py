@@ -119,7 +119,7 @@ class StoredMessage:
             stamp = self._time = parse_timestamp(stamp)
         return stamp
 
-    def header(self, name: str) -> str | None:
+    def get_header(self, name: str) -> str | None:
         """One user header's value; nothing is parsed when the reply had only delivery headers."""
         return self.headers.get(name) if self._header else None
 

@@ -123,7 +123,7 @@ class KeyValue:
                     raise KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
         except MessageNotFoundError:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
-        operation = _operation(stored.header(OPERATION_HEADER))
+        operation = _operation(stored.get_header(OPERATION_HEADER))
         entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation)
         if entry.operation != PUT:
             raise KeyDeletedError(f"key {key!r} was {'deleted' if entry.operation == DEL else 'purged'}", entry)

@@ -87,7 +87,7 @@ CONSUME = _table(_V.ERROR, MESSAGE=_V.MESSAGE, HEARTBEAT=_V.HANDLED, FLOW_CONTRO
 #: Batched direct get (ADR-31): 204 ends one batch, 404 means nothing (more) matches.
 DIRECT_BATCH = _table(_V.ERROR, MESSAGE=_V.MESSAGE, END_OF_BATCH=_V.END, NO_MESSAGES=_V.END)
 
-#: Every table by workflow name (what README and the tests read).
+#: Every table by workflow name (README's status table says the same in words; the tests check both).
 TABLES: Mapping[str, Table] = {
     "push": PUSH, "ordered": ORDERED, "fetch": FETCH, "consume": CONSUME, "direct batch": DIRECT_BATCH,
 }
