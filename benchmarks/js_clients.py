@@ -250,7 +250,7 @@ def raw_row(row: str, url: str, n: int) -> float:
         else:
             for i in range(n):
                 sock.sendall(frames[i % len(frames)])
-                _raw_reply(sock)
+                raw_reply(sock)
         rate = n / (time.perf_counter() - start)
         if row.startswith("js_publish"):
             _raw_request(sock, b"$JS.API.STREAM.DELETE." + stream.encode(), b"")
@@ -261,7 +261,7 @@ def raw_row(row: str, url: str, n: int) -> float:
 
 def _raw_request(sock: Any, subject: bytes, body: bytes) -> None:
     sock.sendall(b"PUB %s _INBOX.raw.0 %d\r\n%s\r\n" % (subject, len(body), body))
-    _raw_reply(sock)
+    raw_reply(sock)
 
 
 def _raw_window(sock: Any, frame: bytes, n: int, window: int) -> None:
@@ -284,12 +284,17 @@ def _raw_window(sock: Any, frame: bytes, n: int, window: int) -> None:
             sent += more
 
 
-def _raw_reply(sock: Any) -> None:
-    """Read exactly one MSG or HMSG (the only traffic on this socket)."""
+def raw_reply(sock: Any) -> None:
+    """Read exactly one MSG or HMSG (the only traffic on this socket but the server's PINGs, answered)."""
     buf = b""
-    while b"\r\n" not in buf:
-        buf += raw_recv(sock)
-    line, _, rest = buf.partition(b"\r\n")
+    while True:
+        while b"\r\n" not in buf:
+            buf += raw_recv(sock)
+        line, _, rest = buf.partition(b"\r\n")
+        if line != b"PING":
+            break
+        sock.sendall(b"PONG\r\n")
+        buf = rest
     need = int(line.split()[-1]) + 2
     while len(rest) < need:
         rest += raw_recv(sock)

@@ -13,7 +13,7 @@ chunks is copied a bounded number of times (no quadratic re-scanning).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -242,8 +242,8 @@ class Parser:
             self._pending = pending
         return events
 
-    def feed_one(self, data: bytes | bytearray | memoryview) -> tuple[MsgEvent] | None:
-        """``data`` as its one event when it is exactly one whole MSG or HMSG frame and nothing is buffered.
+    def feed_one(self, data: bytes | bytearray | memoryview) -> MsgEvent | None:
+        """``data`` as its one message when it is exactly one whole MSG or HMSG frame and nothing is buffered.
 
         A request's reply usually arrives alone, and this takes it in a few
         steps (a third of :meth:`feed`'s time).  None means "not that case":
@@ -253,8 +253,8 @@ class Parser:
             return None
         raw = bytes(data)
         nl = raw.find(b"\r\n")
-        if nl < 0 or nl > self.max_control_line or raw.find(b"MSG ", nl) >= 0:
-            return None  # no line yet, or (likely) more than one frame
+        if nl < 0 or nl > self.max_control_line:
+            return None
         if raw.startswith(b"HMSG "):
             args = raw[5:nl].split()
             if len(args) == 5:
@@ -287,7 +287,7 @@ class Parser:
         if hlen < 0 or total < hlen or stop + 2 != len(raw) or raw[stop:] != b"\r\n":
             return None
         header = raw[body:split] if raw[0] == 72 else None  # 72: "H"
-        return (self.msg_class(subject_s, sid_n, reply_s, header, raw[split:stop]),)
+        return self.msg_class(subject_s, sid_n, reply_s, header, raw[split:stop])
 
     def _msg_run(self, rest: memoryview, pos: int, append: Any) -> int:
         """Parse the run of plain MSG frames at the start of ``rest`` (input from ``pos``); return where it ends.
@@ -552,7 +552,7 @@ HPUB_FRAME = b"HPUB %s %d %d\r\n%s%s\r\n"  # subject, header size, total size, h
 HPUB_REPLY_FRAME = b"HPUB %s %s %d %d\r\n%s%s\r\n"  # subject, reply, header size, total size, header, payload
 #: A request's PUB line in two parts: a head cached per subject, then its reply token and size.
 REQUEST_HEAD = b"PUB %s %s"  # subject, reply inbox prefix
-REQUEST_LINE = b"%s%s %d\r\n"  # request head, reply token, payload size
+REQUEST_LINE = b"%s%d %d\r\n"  # request head, reply token, payload size
 
 
 def encode_pub(subject: str, payload: bytes, reply: str | None = None) -> bytes:
@@ -584,6 +584,16 @@ def encode_unsub(sid: int, max_msgs: int | None = None) -> bytes:
 #: before the cache starts again: every request has a reply subject of its own,
 #: and a responder must not keep one entry per request.
 PREFIX_CACHE_MAX = 4096
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def remember(cache: dict[K, V], key: K, value: V) -> V:
+    """Keep ``value`` in a cache of checked subjects (or what is built of them), started again when full."""
+    if len(cache) >= PREFIX_CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 class PubEncoder:
@@ -609,12 +619,9 @@ class PubEncoder:
 
     def check_once(self, subject: str) -> None:
         """Validate a subject not seen lately and remember it (at most PREFIX_CACHE_MAX of them)."""
-        cache = self.lines
-        if subject not in cache:
+        if subject not in self.lines:
             check_publish_subject(subject)
-            if len(cache) >= PREFIX_CACHE_MAX:
-                cache.clear()
-            cache[subject] = (-1, b"")
+            remember(self.lines, subject, (-1, b""))
 
     def pub_line(self, subject: str, size: int) -> bytes:
         """The ``PUB <subject> <size>`` line, validated (once per subject) and cached for this size."""

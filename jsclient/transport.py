@@ -16,6 +16,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol, cast
 
 from .errors import TimeoutError
@@ -36,16 +37,14 @@ class Transport(Protocol):
 
 
 class PlainTransport:
-    __slots__ = ("sock",)
+    """The socket itself: its own recv_into and sendall, bound once, so a send or read costs no Python frame."""
+
+    __slots__ = ("recv_into", "sendall", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-
-    def recv_into(self, buffer: bytearray) -> int:
-        return self.sock.recv_into(buffer)
-
-    def sendall(self, data: bytes | bytearray) -> None:
-        self.sock.sendall(data)
+        self.recv_into: Callable[[bytearray], int] = sock.recv_into
+        self.sendall: Callable[[bytes | bytearray], None] = sock.sendall
 
     def settimeout(self, timeout: float | None) -> None:
         self.sock.settimeout(timeout)

@@ -28,3 +28,17 @@ def test_benchmark_harness_runs_every_client() -> None:
         line = next(line for line in table.splitlines() if line.startswith(title))
         numbers = [cell for cell in line[36:].split() if cell.replace(",", "").isdigit()]
         assert len(numbers) >= 2, line  # jsclient and at least one peer measured
+
+
+def test_turnaround_table_runs() -> None:
+    """``python -m benchmarks.turnaround`` (README cites it) prints a rate for every added delay."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.turnaround", "--rounds", "1", "--block", "5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.strip().split(" ")[0].isdigit()]
+    assert len(rows) == 8, proc.stdout

@@ -7,10 +7,13 @@ import datetime as dt
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import jsclient
 from jsclient import errors
-from jsclient.jetstream.direct import parse_timestamp
+from jsclient.jetstream.direct import StoredMessage, fixed_delivery, parse_timestamp
+from jsclient.message import Msg
 from jsclient.server import NatsServer
 
 from .proxy import FrameProxy
@@ -136,10 +139,42 @@ def test_old_server_without_batch_support_is_detected(server: NatsServer) -> Non
         ("2026-11-21T20:13:00.820235495Z", dt.datetime(2026, 11, 21, 20, 13, 0, 820235, tzinfo=dt.UTC)),
         ("2022-08-06 00:29:27.587861324 +0000 UTC", dt.datetime(2022, 8, 6, 0, 29, 27, 587861, tzinfo=dt.UTC)),
         ("2024-01-01T00:00:00Z", dt.datetime(2024, 1, 1, tzinfo=dt.UTC)),
+        ("2024-01-01T00:00:00.5Z", dt.datetime(2024, 1, 1, 0, 0, 0, 500000, tzinfo=dt.UTC)),
+        ("2024-01-01T01:00:00.25+01:00", dt.datetime(2024, 1, 1, 0, 0, 0, 250000, tzinfo=dt.UTC)),
     ],
 )
 def test_timestamp_forms(text: str, expected: dt.datetime) -> None:
     assert parse_timestamp(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    stream=st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True),
+    subject=st.one_of(
+        st.from_regex(r"[a-z$]{1,6}(\.[a-z0-9]{1,6}){0,3}", fullmatch=True).map(str.encode),
+        st.just(b"bad.\xff\xfe"),  # not UTF-8: the general reading replaces it
+    ),
+    seq=st.integers(min_value=1, max_value=2**63),
+    stamp=st.sampled_from(["2026-11-21T20:13:00.820235495Z", "2024-01-01T00:00:00Z", "2024-01-01T00:00:00.5Z"]),
+)
+def test_stored_message_reads_the_server_layout_as_the_general_reading_does(
+    stream: str, subject: bytes, seq: int, stamp: str
+) -> None:
+    """The one-match reading of a header-less message's reply gives the fields the line-by-line reading gives.
+
+    The second block carries a user header, so it can only be read line by line.
+    """
+    block = b"NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n" % (
+        stream.encode(), subject, seq, stamp.encode()
+    )
+    plain = StoredMessage(Msg.make("_INBOX.x", b"v", header=block + b"\r\n"))
+    general = StoredMessage(Msg.make("_INBOX.x", b"v", header=block + b"Mine: 1\r\n\r\n"))
+    assert (fixed_delivery(block + b"\r\n") is None) == (b"\xff" in subject)
+    assert fixed_delivery(block + b"Mine: 1\r\n\r\n") is None
+    fields = ("stream", "subject", "seq", "time", "data", "num_pending")
+    assert [getattr(plain, f) for f in fields] == [getattr(general, f) for f in fields]
+    assert plain.subject == subject.decode("utf-8", "replace") and plain.seq == seq
+    assert len(plain.headers) == 0 and general.get_header("Mine") == "1"
 
 
 # -- key-value --------------------------------------------------------------------------

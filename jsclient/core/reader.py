@@ -50,6 +50,10 @@ FEED_CHUNK = 16 * 1024
 #: socket to request() callers (who read their own replies) for as long as
 #: one comes back within this many seconds.
 LINGER = 0.002
+#: A caller polling for its reply yields the core once in this many empty polls:
+#: often enough for other threads, and the reply is seen sooner than when
+#: every poll yields (on a virtual machine a yield is a slow system call).
+YIELD_EVERY = 8
 #: After this many spins in a row without the reply, a spin is tried once in
 #: 2**MAX_SPIN_BACKOFF waits (see SpinBackoff).
 MAX_SPIN_BACKOFF = 10
@@ -162,8 +166,10 @@ class Reader:
         deadline = now + timeout
         # Spin only alone: other callers' replies wake threads that need this core.
         spin_until = side.spin.until(now, self.spin) if len(self.router.waiters) <= listed else 0.0
+        empty = 0  # polls that found nothing
         try:
             recv_into = side.sock.recv_into
+            buffer = side.buffer
             poll = side.poller.poll
             while not waiter.lock.acquire(blocking=False):
                 now = time.monotonic()
@@ -177,12 +183,19 @@ class Reader:
                     spin_until = 0.0
                 if spin_until:
                     if not poll(0.0):
-                        os.sched_yield()  # threads that can run on this core go first, and may take the GIL
+                        empty += 1
+                        if not empty % YIELD_EVERY:
+                            os.sched_yield()  # threads that can run on this core go first, and may take the GIL
                         continue
                 # In slices: should the socket be closed under us, poll wakes anyway (or by the slice's end).
                 elif not poll(min(remaining, 0.1) * 1000.0):
                     continue
-                answered = self.take_read(side, *recv(recv_into, side.buffer))
+                try:
+                    n = recv_into(buffer)
+                except (OSError, ssl.SSLError) as exc:
+                    answered = self.take_read(side, 0, exc)
+                else:
+                    answered = self.take_read(side, n, None)
                 if answered is None:
                     break
                 if answered and spin_until and waiter.lock.locked():
@@ -218,7 +231,8 @@ class Reader:
             if n <= FEED_CHUNK:
                 parser = side.parser
                 chunk = side.view[:n]
-                return route(parser.feed_one(chunk) or parser.feed(chunk))
+                one = parser.feed_one(chunk)
+                return route(parser.feed(chunk)) if one is None else self.router.route_one(one)
             answered = False
             feed = side.parser.feed
             view = side.view

@@ -35,7 +35,7 @@ from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..headers import HeadersInput, status_of
 from ..message import Msg
 from ..payload import as_bytes as _as_bytes
-from ..protocol import PREFIX_CACHE_MAX, REQUEST_HEAD, REQUEST_LINE, PubEncoder
+from ..protocol import REQUEST_HEAD, REQUEST_LINE, PubEncoder, remember
 from ..scheduler import Scheduler
 from .state import Waiter
 
@@ -114,12 +114,20 @@ class Requests:
             payload = _as_bytes(payload)
         if not self.prefix:
             self.ensure_mux()
-        token = str(next(self._tokens))
+        number = next(self._tokens)
+        token = str(number)
         waiter = Waiter()
         waiters = self._waiters
         waiters[token] = waiter
         try:
-            self._queue(subject, payload, token, headers, defer=False)
+            n = len(payload)
+            head = self.heads.get(subject) if headers is None and type(subject) is str else None
+            if head is None and headers is None:
+                head = self._new_head(subject)
+            if head is None or n > self._encoder.max_payload or not self._writer.send_message(
+                REQUEST_LINE % (head, number, n), payload, n
+            ):
+                self._publish(subject, payload, token, headers, send_now=True)
             if not self._reader.await_reply(waiter, timeout, listed=1):
                 raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         finally:
@@ -141,13 +149,21 @@ class Requests:
             payload = _as_bytes(payload)
         if not self.prefix:
             self.ensure_mux()
-        token = str(next(self._tokens))
+        number = next(self._tokens)
+        token = str(number)
         fut: ReplyFuture[Any] = ReplyFuture(self._events, subject, kind, timeout)
         waiters = self._waiters
         waiters[token] = fut
         try:
             # Not sent here: the waiter or the flusher sends many async requests in one write.
-            self._queue(subject, payload, token, headers, defer=True)
+            n = len(payload)
+            head = self.heads.get(subject) if headers is None and type(subject) is str else None
+            if head is None and headers is None:
+                head = self._new_head(subject)
+            if head is None or n > self._encoder.max_payload or not self._writer.queue_message(
+                REQUEST_LINE % (head, number, n), payload, n, defer=True
+            ):
+                self._publish(subject, payload, token, headers, send_now=False)
         except BaseException:
             waiters.pop(token, None)
             raise
@@ -159,30 +175,21 @@ class Requests:
             self._start_sweeping(timeout)
         return fut
 
-    def _queue(self, subject: str, payload: bytes, token: str, headers: HeadersInput | None, *, defer: bool) -> None:
-        """Queue a request for reply ``token``; send it now unless ``defer``.
+    def _new_head(self, subject: Any) -> bytes | None:
+        """Check a subject new to plain requests and cache the start of its PUB line (None: not a str).
 
-        A subject validated before has its PUB line's start cached, so the
-        common case is one format and one append.
+        From then on a request to it is one format and one append.
         """
-        n = len(payload)
-        head = self.heads.get(subject) if type(subject) is str and headers is None else None
-        if (
-            head is not None
-            and n <= self._encoder.max_payload
-            and self._writer.queue_message(
-                REQUEST_LINE % (head, token.encode(), n), payload, n, defer=defer, sending=not defer
-            )
-        ):
-            if not defer:
-                self._writer.send_soon()
-            return
-        prefix = self.prefix
-        self._core.publish_message(subject, payload, reply=prefix + token, headers=headers, send_now=not defer)
-        if head is None and headers is None and prefix:
-            if len(self.heads) >= PREFIX_CACHE_MAX:
-                self.heads.clear()
-            self.heads[subject] = REQUEST_HEAD % (subject.encode(), prefix.encode())
+        if type(subject) is not str:
+            return None  # the general path names the problem
+        self._encoder.check_once(subject)
+        return remember(self.heads, subject, REQUEST_HEAD % (subject.encode(), self.prefix.encode()))
+
+    def _publish(
+        self, subject: str, payload: bytes, token: str, headers: HeadersInput | None, *, send_now: bool
+    ) -> None:
+        """The general path for a request's message: headers, a payload too big, a connection not open."""
+        self._core.publish_message(subject, payload, reply=self.prefix + token, headers=headers, send_now=send_now)
 
     # -- deadlines -------------------------------------------------------------------
     def _start_sweeping(self, timeout: float) -> None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import ServerError, SubscriptionClosedError, server_error
 from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..message import Msg
-from ..protocol import Err, Info, Ping, Pong
+from ..protocol import Err, Info, MsgEvent, Ping, Pong
 from .requests import count_settled, settle_reply
 from .state import Waiter
 
@@ -82,6 +82,20 @@ class Router:
     def others_expect(self, own_waiters: int = 0) -> bool:
         """Something expects messages that a caller owning ``own_waiters`` request waiters will not read."""
         return len(self.waiters) > own_waiters or len(self.subs) > (self.resp_sid != 0)
+
+    def route_one(self, msg: MsgEvent) -> bool:
+        """:meth:`route` of a read that was one message, in a few steps when it answers a request() caller."""
+        if type(msg) is Msg and msg.sid == self.resp_sid:
+            token = msg.subject[self.token_at :]
+            waiters = self.waiters
+            waiter = waiters.get(token)
+            if waiter.__class__ is Waiter and waiters.pop(token, None) is waiter:
+                msg._conn = self._conn
+                self.in_msgs += 1
+                self.in_bytes += len(msg.data)
+                waiter.fill(msg)
+                return True
+        return self.route((msg,))
 
     def route(self, events: Sequence[Any]) -> bool:
         """Route parsed events; True when one answered a request() caller."""

@@ -173,6 +173,39 @@ class Writer:
         finally:
             lock.release()
 
+    def send_message(self, head: bytes, payload: bytes, n: int) -> bool:
+        """:meth:`queue_message` and :meth:`send_soon` in one, for a frame its caller waits on.
+
+        With nothing buffered and nobody sending, the frame goes to the
+        socket from here without passing through the buffer: a request()
+        caller's turnaround, which on a virtual machine decides whether the
+        server is still awake to answer quickly.  False as queue_message.
+        """
+        if not self.send_lock.acquire(blocking=False):
+            if not self.queue_message(head, payload, n, sending=True):
+                return False
+            self.send_soon()  # someone is sending: the flusher sends this after them
+            return True
+        try:
+            with self.write_lock:
+                buf = self.buf
+                if not self.accepting or len(buf) >= self.threshold:
+                    return False
+                self.out_msgs += 1
+                self.out_bytes += n
+                if buf or self.link.transport is None:
+                    buf += head
+                    buf += payload
+                    buf += b"\r\n"
+                    taken = self.take_buffer()
+                else:
+                    taken = (head + payload + b"\r\n", 0)
+            if taken is not None:
+                self.sendall(*taken)
+            return True
+        finally:
+            self.send_lock.release()
+
     def queue_ping(self, waiter: Waiter | None) -> bool:
         """Buffer a PING whose PONG fills ``waiter``; False when closed.
 
@@ -196,7 +229,7 @@ class Writer:
             return self.pongs.popleft() if self.pongs else None
 
     # -- sending ---------------------------------------------------------------
-    def take_buffer(self) -> tuple[bytearray, int] | None:
+    def take_buffer(self) -> tuple[bytearray | bytes, int] | None:
         """Under write_lock: the bytes to send now and the PINGs in them (None: nothing, or offline)."""
         data = self.buf
         if not data or self.link.transport is None:

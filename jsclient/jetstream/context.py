@@ -91,6 +91,8 @@ class JetStream:
         self.prefix = prefix
         self.domain = domain
         self.timeout = float(timeout)
+        #: (stream, subject) -> direct-get subject of its last message, once checked (see direct.last_request).
+        self.last_requests: dict[tuple[str, str], str] = {}
         self.publish_async_max_pending = publish_async_max_pending
         self._pending = 0
         self._blocked = 0  # publishers waiting for the window to reopen

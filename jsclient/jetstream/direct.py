@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..headers import Headers, parse, status_of
 from ..message import Msg
-from ..protocol import check_publish_subject, check_subscribe_subject
+from ..protocol import check_publish_subject, check_subscribe_subject, remember
 from . import api
 from .manager import DIRECT_BATCH, MessageManager, Verdict
 from .status import Kind, Status
@@ -54,10 +54,10 @@ _GO_TIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))? ([+-]\d{4
 
 def parse_timestamp(text: str) -> dt.datetime:
     """``Nats-Time-Stamp``: RFC 3339 (newer servers) or Go's time.String() form (older ones)."""
-    if len(text) > 20 and text[-1] == "Z" and text[19] == ".":
-        # The common case, e.g. 2026-11-21T20:13:00.820235495Z: keep microseconds.
+    if text[-1:] == "Z":
+        # The common case, e.g. 2026-11-21T20:13:00.820235495Z: Python 3.11 reads it, keeping microseconds.
         try:
-            return dt.datetime.fromisoformat(f"{text[:20]}{text[20:-1][:6].ljust(6, '0')}+00:00")
+            return dt.datetime.fromisoformat(text)
         except ValueError:
             pass
     m = _GO_TIME.match(text)
@@ -77,6 +77,25 @@ def parse_timestamp(text: str) -> dt.datetime:
         raise JetStreamAPIError(0, 0, f"unreadable Nats-Time-Stamp {text!r}") from None
 
 
+#: The one header block the server writes for a message stored without headers of its own.
+_FIXED_DELIVERY = re.compile(
+    rb"NATS/1\.0\r\nNats-Stream: ([^\r\n]*)\r\nNats-Subject: ([^\r\n]*)\r\n"
+    rb"Nats-Sequence: (\d+)\r\nNats-Time-Stamp: ([^\r\n]*)\r\n\r\n"
+)
+
+
+def fixed_delivery(header: bytes) -> tuple[str, str, int, str] | None:
+    """Stream, subject, sequence and time stamp from that block in one match; None for any other."""
+    m = _FIXED_DELIVERY.fullmatch(header)
+    if m is None:
+        return None
+    stream, subject, seq, stamp = m.groups()
+    try:
+        return stream.decode(), subject.decode(), int(seq), stamp.decode()
+    except UnicodeDecodeError:
+        return None  # the general reading replaces what is not UTF-8
+
+
 class StoredMessage:
     """A message read straight from a stream: subject, seq, time, user headers, data.
 
@@ -87,10 +106,18 @@ class StoredMessage:
     """
 
     __slots__ = ("_header", "_headers", "_time", "data", "num_pending", "seq", "stream", "subject")
+    _time: dt.datetime | str  # the stamp's text until ``time`` is first read
 
     def __init__(self, msg: Msg) -> None:
         self.data = msg.data
         header = msg.header or b""
+        self._headers: Headers | None = None
+        self.num_pending: int | None = None  # batched reads only
+        fixed = fixed_delivery(header)
+        if fixed is not None:
+            self.stream, self.subject, self.seq, self._time = fixed
+            self._header = b""
+            return
         found: dict[str, str] = {}
         others = False  # header lines besides the delivery ones: the user's
         try:
@@ -103,14 +130,13 @@ class StoredMessage:
             self.stream = found["Nats-Stream"]
             self.subject = found["Nats-Subject"]
             self.seq = int(found["Nats-Sequence"])
-            self._time: dt.datetime | str = found["Nats-Time-Stamp"]
+            self._time = found["Nats-Time-Stamp"]
+            pending = found.get("Nats-Num-Pending")
+            #: Messages still matching after this one (batched reads only, else None).
+            self.num_pending = int(pending) if pending is not None else None
         except (KeyError, ValueError) as exc:
             raise JetStreamAPIError(0, 0, f"direct get reply without its delivery headers ({exc})") from None
-        pending = found.get("Nats-Num-Pending")
-        #: Messages still matching after this one (batched reads only, else None).
-        self.num_pending = int(pending) if pending is not None else None
         self._header = header if others else b""
-        self._headers: Headers | None = None
 
     @property
     def time(self) -> dt.datetime:
@@ -179,6 +205,8 @@ def direct_get(
     start_time: dt.datetime | None = None,
     timeout: float | None = None,
 ) -> StoredMessage:
+    if last_by_subj is not None and seq is None and next_by_subj is None and start_time is None:
+        return read_direct(js, stream, last_request(js, stream, last_by_subj), b"", timeout)
     api.check_name("stream", stream)
     body: dict[str, Any] = {}
     if seq is not None:
@@ -190,15 +218,33 @@ def direct_get(
         body["start_time"] = _rfc3339(start_time, "start_time")
         if seq is not None:
             raise InvalidArgumentError("start_time and seq are mutually exclusive")
-    if last_by_subj is not None:
-        if body:
-            raise InvalidArgumentError("last_by_subj cannot be combined with seq, next_by_subj or start_time")
-        check_publish_subject(last_by_subj, "last_by_subj")
-        subject, payload = f"{js.prefix}.DIRECT.GET.{stream}.{last_by_subj}", b""
-    elif not body:
+    if last_by_subj is not None:  # alone it took the first branch
+        raise InvalidArgumentError("last_by_subj cannot be combined with seq, next_by_subj or start_time")
+    if not body:
         raise InvalidArgumentError("direct_get needs seq, last_by_subj, next_by_subj or start_time")
-    else:
-        subject, payload = f"{js.prefix}.DIRECT.GET.{stream}", api.encode(body)
+    return read_direct(js, stream, f"{js.prefix}.DIRECT.GET.{stream}", api.encode(body), timeout)
+
+
+def last_request(js: JetStream, stream: str, subject: str) -> str:
+    """The direct-get subject for the last message on ``subject``: checked once, then remembered."""
+    key = (stream, subject) if type(stream) is str and type(subject) is str else None
+    request = js.last_requests.get(key) if key is not None else None
+    if request is None:
+        api.check_name("stream", stream)
+        check_publish_subject(subject, "last_by_subj")
+        request = f"{js.prefix}.DIRECT.GET.{stream}.{subject}"
+        if key is not None:
+            remember(js.last_requests, key, request)
+    return request
+
+
+def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> StoredMessage:
+    """One direct get, its request already checked: the message, or the error its status means."""
+    return StoredMessage(direct_reply(js, stream, subject, payload, timeout))
+
+
+def direct_reply(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> Msg:
+    """The reply of one direct get that found a message; raises the error any other reply means."""
     try:
         reply = js.conn.request(subject, payload, timeout=timeout or js.timeout)
     except NoRespondersError:
@@ -206,7 +252,7 @@ def direct_get(
     code = status_of(reply.header)
     if code is not None:
         raise _api_error(code, parse(reply.header).description if reply.header else "", stream)
-    return StoredMessage(reply)
+    return reply
 
 
 def _rfc3339(value: Any, name: str) -> str:

@@ -6,8 +6,9 @@ the subject ``$KV.B.k``; deletes and purges are empty messages with a
 ``Nats-Rollup: sub``).  Reads use direct get; watches, ``keys`` and
 ``history`` use ordered consumers.
 
-Runs on the caller's thread; a :class:`KeyValue` holds no mutable state and
-may be shared.  A :class:`KeyWatcher` belongs to the thread that reads it.
+Runs on the caller's thread; a :class:`KeyValue` may be shared: its only
+mutable state is a cache of checked keys, which threads fill in any order.
+A :class:`KeyWatcher` belongs to the thread that reads it.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from ..errors import (
 )
 from ..headers import Headers
 from ..message import Msg
+from ..protocol import remember
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
-from .direct import StoredMessage
+from .direct import StoredMessage, direct_reply, fixed_delivery, parse_timestamp
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -104,6 +106,8 @@ class KeyValue:
         self.stream = f"KV_{bucket}"
         self._prefix = f"$KV.{bucket}."
         self._direct = direct
+        #: key -> its direct-get subject, for keys already checked (a cache: losing it costs a check).
+        self._last_requests: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"<KeyValue bucket={self.bucket!r}>"
@@ -111,6 +115,20 @@ class KeyValue:
     # -- reading ---------------------------------------------------------------------
     def get(self, key: str, revision: int | None = None) -> KeyValueEntry:
         """The current value (or the entry at ``revision``); KeyNotFoundError if none."""
+        if revision is None and self._direct:
+            # The hot path: a key checked before has its direct-get subject ready.
+            request = self._last_requests.get(key) if type(key) is str else None
+            if request is None:
+                request = self._last_request(key)
+            try:
+                reply = direct_reply(self._js, self.stream, request, b"", None)
+            except MessageNotFoundError:
+                raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
+            # A value put without headers: no KV-Operation, so a put, and only two fields to read.
+            fixed = fixed_delivery(reply.header) if reply.header else None
+            if fixed is not None:
+                return KeyValueEntry(self.bucket, key, reply.data, fixed[2], parse_timestamp(fixed[3]))
+            return self._entry(key, StoredMessage(reply))
         check_key(key)
         subject = self._prefix + key
         try:
@@ -123,10 +141,19 @@ class KeyValue:
                     raise KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
         except MessageNotFoundError:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
+        return self._entry(key, stored)
+
+    def _last_request(self, key: str) -> str:
+        """The direct-get subject for ``key``'s last value, once the key is checked (then remembered)."""
+        check_key(key)
+        return remember(self._last_requests, key, f"{self._js.prefix}.DIRECT.GET.{self.stream}.{self._prefix}{key}")
+
+    def _entry(self, key: str, stored: StoredMessage) -> KeyValueEntry:
+        """The entry get() returns; KeyDeletedError for a delete or purge marker."""
         operation = _operation(stored.get_header(OPERATION_HEADER))
         entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation)
-        if entry.operation != PUT:
-            raise KeyDeletedError(f"key {key!r} was {'deleted' if entry.operation == DEL else 'purged'}", entry)
+        if operation != PUT:
+            raise KeyDeletedError(f"key {key!r} was {'deleted' if operation == DEL else 'purged'}", entry)
         return entry
 
     def _read(self, *, last_by_subj: str | None = None, seq: int | None = None) -> StoredMessage:
