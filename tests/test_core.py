@@ -577,6 +577,48 @@ def test_requester_steps_the_reader_aside_and_back(server: NatsServer) -> None:
         responder.close()
 
 
+def test_a_request_leaves_after_the_publishes_before_it(server: NatsServer) -> None:
+    """A request() frame may go straight to the socket, but never ahead of what its thread published first.
+
+    The responder sees both subjects on one subscription, in wire order, and answers with how many of the
+    thread's publishes came before the request.  Publishes wait in the buffer for the flusher, so requests
+    often find it full and must go behind them; from four threads the send lock is also often taken.
+    """
+    counts: Counter[str] = Counter()
+    responder = jsclient.connect(server.url)
+
+    def answer(msg: jsclient.Msg) -> None:
+        _, kind, thread = msg.subject.split(".")
+        if kind == "pub":
+            counts[thread] += 1
+        else:
+            msg.respond(b"%d" % counts[thread])
+
+    responder.subscribe("ord.>", cb=answer)
+    responder.flush()
+    wrong: list[tuple[int, int]] = []
+    try:
+        with jsclient.connect(server.url) as nc:
+
+            def run(thread: int) -> None:
+                for i in range(300):
+                    nc.publish(f"ord.pub.{thread}", b"")
+                    seen = int(nc.request(f"ord.req.{thread}", b"", timeout=10).data)
+                    if seen != i + 1:
+                        wrong.append((i + 1, seen))
+
+            threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert not any(t.is_alive() for t in threads)
+        assert not wrong, f"requests overtook publishes (expected, seen): {wrong[:5]}"
+        assert sum(counts.values()) == 4 * 300
+    finally:
+        responder.close()
+
+
 def test_after_a_burst_of_requests_everything_else_still_arrives(server: NatsServer) -> None:
     responder = _echo_responder(server, "svc.burst")
     publisher = jsclient.connect(server.url)
