@@ -253,8 +253,8 @@ class Parser:
             return None
         raw = bytes(data)
         nl = raw.find(b"\r\n")
-        if nl < 0 or nl > self.max_control_line:
-            return None
+        if nl < 0 or nl > self.max_control_line or raw.find(b"MSG ", nl) >= 0:
+            return None  # no line yet, or (likely) more than one frame: not worth parsing twice
         if raw.startswith(b"HMSG "):
             args = raw[5:nl].split()
             if len(args) == 5:

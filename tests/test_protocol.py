@@ -278,8 +278,7 @@ def test_feed_one_takes_a_lone_frame_exactly_as_feed_does(
 ) -> None:
     """The reply fast path: one whole frame (or a damaged one) gives feed()'s events, or None and feed decides.
 
-    The declared sizes decide where a frame ends, for both: a payload that reads like another frame is
-    payload, and a read holding more than the frame (``then``) is left to feed().
+    A read holding more than the frame (``then``), or text that looks like another frame, is left to feed().
     """
     r = f" {reply}".encode() if reply else b""
     if header is None:
@@ -293,8 +292,10 @@ def test_feed_one_takes_a_lone_frame_exactly_as_feed_does(
         wire = wire[:at] + damage[1] + wire[at + len(damage[1]) :]
     wire += then
     one = Parser().feed_one(memoryview(wire))
-    if damage is None:
-        assert one == (MsgEvent(subject, sid, reply, header, payload) if not then else None)
+    if damage is None and not then and b"MSG " not in (header or b"") + payload:  # that text: left to feed()
+        assert one == MsgEvent(subject, sid, reply, header, payload)
+    if then:
+        assert one is None
     if one is not None:
         parser = Parser()
         assert parser.feed(wire) == [one] and parser.buffered == 0
