@@ -247,6 +247,24 @@ def test_kv_watch_empty_bucket_marker_first(kv: jsclient.KeyValue) -> None:
 def test_kv_key_validation(kv: jsclient.KeyValue, key: str) -> None:
     with pytest.raises(jsclient.InvalidArgumentError):
         kv.put(key, b"x")
+    for _ in range(2):  # get() remembers checked keys: a refused one is refused again
+        with pytest.raises(jsclient.InvalidArgumentError):
+            kv.get(key)
+
+
+@pytest.mark.parametrize(
+    "stream, subject", [("D", "d.*"), ("D", "d k"), ("D", 5), ("D", ""), ("a.b", "d.k0"), (None, "d.k0")]
+)
+def test_direct_get_last_by_subject_refuses_bad_input_every_time(
+    nc: jsclient.Connection, js: jsclient.JetStream, stream: object, subject: object
+) -> None:
+    """The last_by_subj fast path remembers checked (stream, subject) pairs, never refused ones."""
+    before = nc.stats()["out_msgs"]
+    for _ in range(2):
+        with pytest.raises(jsclient.InvalidArgumentError):
+            js.direct_get(stream, last_by_subj=subject)  # type: ignore[arg-type]
+    assert nc.stats()["out_msgs"] == before  # nothing was sent
+    assert nc.is_connected
 
 
 @pytest.mark.parametrize("bucket", ["", "a.b", "a b", "a*"])

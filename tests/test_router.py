@@ -188,3 +188,37 @@ def test_take_all_empties_both_tables() -> None:
     router.waiters.update({"1": Waiter(), "2": future()})
     subs, pending = router.take_all()
     assert len(subs) == 1 and len(pending) == 2 and not router.subs and not router.waiters
+
+
+def test_route_one_takes_a_lone_reply_as_route_does() -> None:
+    """The reader's path for a read that was one frame (Parser.feed_one, then Router.route_one).
+
+    A request() caller's reply is handed over in a few steps; an async reply, a subscription's message
+    and a reply nobody waits for any more go through route(), so each ends where route() puts it.
+    """
+    router, _, _ = make_router()
+    parser = Parser(msg_class=Msg)
+
+    def one(wire: bytes) -> bool:
+        msg = parser.feed_one(wire)
+        assert msg is not None
+        return router.route_one(msg)
+
+    waiter = Waiter()
+    router.waiters["5"] = waiter
+    assert one(b"HMSG _INBOX.mux.5 1 12 14\r\nNATS/1.0\r\n\r\nok\r\n") is True
+    assert waiter.lock.acquire(blocking=False) and waiter.msg is not None
+    assert (waiter.msg.data, waiter.msg.header, waiter.msg._conn) == (b"ok", b"NATS/1.0\r\n\r\n", CONN)
+    assert "5" not in router.waiters
+
+    fut = future()
+    router.waiters["6"] = fut
+    assert one(b"MSG _INBOX.mux.6 1 2\r\nhi\r\n") is False
+    assert fut.result(timeout=1).data == b"hi" and "6" not in router.waiters
+
+    sub = add_sub(router, 9, "feed")
+    assert one(b"MSG feed 9 1\r\nx\r\n") is False
+    assert [m.data for m in sub._queue] == [b"x"]
+
+    assert one(b"MSG _INBOX.mux.7 1 4\r\nlate\r\n") is False  # its caller timed out and left
+    assert (router.in_msgs, router.in_bytes) == (4, 9)
