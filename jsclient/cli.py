@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import datetime as dt
 import os
 import signal
 import sys
@@ -247,6 +248,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
                 storage=args.storage,
                 max_msgs=args.max_msgs,
                 allow_direct=True,
+                **_stream_features(args),
             )
             _out_struct(args, info, f"stream {info.config.name} created with subjects {info.config.subjects}")
         elif args.action == "ls":
@@ -267,6 +269,22 @@ def cmd_stream(args: argparse.Namespace) -> int:
             purged = js.purge_stream(args.name, subject=args.subject)
             _out(args, {"purged": purged}, f"purged {purged:,} messages from {args.name}")
     return EXIT_OK
+
+
+def _stream_features(args: argparse.Namespace) -> dict[str, Any]:
+    """The 2.11+ stream options asked for on the command line (none: the server's defaults)."""
+    fields: dict[str, Any] = {}
+    if args.ttl:
+        fields["allow_msg_ttl"] = True
+    if args.marker_ttl is not None:
+        fields["subject_delete_marker_ttl"] = args.marker_ttl
+    if args.counters:
+        fields["allow_msg_counter"] = True
+    if args.atomic:
+        fields["allow_atomic"] = True
+    if args.schedules:
+        fields["allow_msg_schedules"] = True
+    return fields
 
 
 def _describe_stream(info: Any) -> str:
@@ -299,6 +317,18 @@ def cmd_consumer(args: argparse.Namespace) -> int:
         elif args.action == "rm":
             js.delete_consumer(args.stream, args.name)
             _out(args, {"deleted": args.name}, f"consumer {args.name} deleted")
+        elif args.action == "pause":
+            until = _pause_until(args)
+            paused = js.pause_consumer(args.stream, _named(args), until)
+            _out_struct(args, paused, f"consumer {args.name} paused until {paused.pause_until}")
+        elif args.action == "resume":
+            _out_struct(args, js.resume_consumer(args.stream, _named(args)), f"consumer {args.name} resumed")
+        elif args.action == "unpin":
+            js.unpin_consumer(args.stream, _named(args), args.group)
+            _out(args, {"unpinned": args.group}, f"group {args.group} of consumer {args.name} unpinned")
+        elif args.action == "reset":
+            reset = js.reset_consumer(args.stream, _named(args), args.seq)
+            _out_struct(args, reset, f"consumer {args.name} delivers again from stream sequence {reset.reset_seq}")
         elif args.action == "next":
             psub = js.pull_subscribe(stream=args.stream, consumer=args.name)
             msgs = psub.fetch(args.count, timeout=args.timeout)
@@ -307,6 +337,35 @@ def cmd_consumer(args: argparse.Namespace) -> int:
                 msg.ack()
             if not msgs and not args.json:
                 print("no messages")
+    return EXIT_OK
+
+
+def _pause_until(args: argparse.Namespace) -> dt.datetime:
+    if not args.until:
+        return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=args.seconds)
+    try:
+        return dt.datetime.fromisoformat(args.until)
+    except ValueError:
+        raise InvalidArgumentError(f"--until {args.until!r} is not an ISO 8601 time") from None
+
+
+def _named(args: argparse.Namespace) -> str:
+    if not args.name:
+        raise InvalidArgumentError(f"consumer {args.action} needs the consumer's name")
+    return str(args.name)
+
+
+def cmd_counter(args: argparse.Namespace) -> int:
+    with connection(args) as nc:
+        js = nc.jetstream()
+        if args.action == "add":
+            total = js.counter_add(args.subject, args.delta)
+            _out(args, {"subject": args.subject, "value": str(total)}, f"{args.subject} = {total}")
+        else:
+            if not args.stream:
+                raise InvalidArgumentError("counter get needs --stream")
+            total = js.counter_get(args.stream, args.subject)
+            _out(args, {"subject": args.subject, "value": str(total)}, str(total))
     return EXIT_OK
 
 
@@ -498,16 +557,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", choices=["file", "memory"], default="file")
     p.add_argument("--max-msgs", type=int, default=-1)
     p.add_argument("--subject", help="purge only this subject")
+    p.add_argument("--ttl", action="store_true", help="allow per-message TTLs (server 2.11+)")
+    p.add_argument("--marker-ttl", type=float, help="leave delete markers that live this many seconds (2.11+)")
+    p.add_argument("--counters", action="store_true", help="a counter stream (server 2.12+)")
+    p.add_argument("--atomic", action="store_true", help="allow atomic batch publish (server 2.12+)")
+    p.add_argument("--schedules", action="store_true", help="allow message schedules (server 2.12+)")
     p.set_defaults(func=cmd_stream)
 
     p = sub.add_parser("consumer", parents=[common], help="manage consumers")
-    p.add_argument("action", choices=["add", "ls", "info", "rm", "next"])
+    p.add_argument("action", choices=["add", "ls", "info", "rm", "next", "pause", "resume", "unpin", "reset"])
     p.add_argument("stream")
     p.add_argument("name", nargs="?")
     p.add_argument("--filter")
+    p.add_argument("--until", help="pause: until this ISO 8601 time with a zone")
+    p.add_argument("--seconds", type=float, default=3600.0, help="pause: for this long (default an hour)")
+    p.add_argument("--group", help="unpin: the priority group")
+    p.add_argument("--seq", type=int, help="reset: deliver again from this stream sequence")
     p.add_argument("--count", "-n", type=int, default=1)
     p.add_argument("--timeout", type=float, default=2.0)
     p.set_defaults(func=cmd_consumer)
+
+    p = sub.add_parser("counter", parents=[common], help="counters (ADR-49, server 2.12+)")
+    p.add_argument("action", choices=["add", "get"])
+    p.add_argument("subject")
+    p.add_argument("delta", nargs="?", type=int, default=1, help="add: the amount, negative too (default 1)")
+    p.add_argument("--stream", help="get: the counter's stream")
+    p.set_defaults(func=cmd_counter)
 
     p = sub.add_parser("kv", parents=[common], help="key-value buckets")
     p.add_argument("action", choices=["add", "get", "put", "del", "watch", "ls"])

@@ -260,6 +260,30 @@ class BatchDuplicateMsgIdError(BatchPublishError):
     """A message of the batch has a Nats-Msg-Id the stream already holds; the whole batch was refused."""
 
 
+class FeatureNotSupportedError(JetStreamAPIError):
+    """The server is too old for a JetStream feature (ADR-44 API levels).
+
+    Raised before sending when the connected server's API level is below
+    the feature's, and mapped from the server's own 10185 answer (a request
+    carrying ``Nats-Required-Api-Level`` reached an older JetStream server).
+    """
+
+    def __init__(self, code: int = 412, err_code: int = 10185, description: str = "") -> None:
+        super().__init__(code, err_code, description or "JetStream minimum api level required")
+
+
+class MessageTTLError(JetStreamAPIError):
+    """A per-message TTL the stream refused: TTLs are off on it (10166) or the value is invalid (10165)."""
+
+
+class CounterError(JetStreamAPIError):
+    """A counter increment the stream refused (counters off, increment missing or invalid, counter broken)."""
+
+
+class ScheduleError(JetStreamAPIError):
+    """A message schedule the stream refused (schedules off, or a pattern, target or header it does not allow)."""
+
+
 class NoStreamResponseError(JetStreamError):
     """A JetStream publish reached no stream (no stream listens on the subject)."""
 
@@ -293,6 +317,15 @@ API_ERRORS: dict[int, type[JetStreamAPIError]] = {
     10200: BatchPublishError,  # commit header neither 1 nor eob
     10201: BatchDuplicateMsgIdError,
     10210: BatchTooManyInflightError,
+    10185: FeatureNotSupportedError,
+    10165: MessageTTLError,
+    10166: MessageTTLError,
+    10168: CounterError,
+    10169: CounterError,
+    10170: CounterError,
+    10171: CounterError,
+    10172: CounterError,
+    **dict.fromkeys((10188, 10189, 10190, 10191, 10192, 10203, 10212, 10223), ScheduleError),
 }
 
 

@@ -135,3 +135,35 @@ def test_python_dash_m_and_server_command() -> None:
         proc.terminate()
         proc.wait(15)
     assert proc.returncode == 0
+
+
+def test_counter_and_consumer_pause_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    s = ["--server", server.url]
+    assert run(capsys, "stream", "add", "CNTC", "--subjects", "cntc.>", "--counters", *s)[0] == EXIT_OK
+    assert run(capsys, "counter", "add", "cntc.a", "5", *s)[1].strip() == "cntc.a = 5"
+    assert run(capsys, "counter", "add", "cntc.a", "-2", *s)[1].strip() == "cntc.a = 3"
+    code, out, _ = run(capsys, "counter", "get", "cntc.a", "--stream", "CNTC", "--json", *s)
+    assert code == EXIT_OK and json.loads(out) == {"subject": "cntc.a", "value": "3"}
+    code, _, err = run(capsys, "counter", "get", "cntc.a", *s)
+    assert code == EXIT_USAGE and "counter get needs --stream" in err
+
+    assert run(capsys, "stream", "add", "FEAT", "--subjects", "feat.>", "--ttl", "--marker-ttl", "60",
+               "--atomic", "--schedules", *s)[0] == EXIT_OK
+    with jsclient.connect(server.url) as nc:
+        cfg = nc.jetstream().stream_info("FEAT").config
+    assert (cfg.allow_msg_ttl, cfg.subject_delete_marker_ttl, cfg.allow_atomic, cfg.allow_msg_schedules) == (
+        True, 60.0, True, True
+    )
+    assert run(capsys, "consumer", "add", "FEAT", "w", *s)[0] == EXIT_OK
+    code, out, _ = run(capsys, "consumer", "pause", "FEAT", "w", "--seconds", "600", *s)
+    assert code == EXIT_OK and "consumer w paused until" in out
+    code, out, _ = run(capsys, "consumer", "resume", "FEAT", "w", "--json", *s)
+    assert code == EXIT_OK and json.loads(out)["paused"] is False
+    code, out, _ = run(capsys, "consumer", "reset", "FEAT", "w", "--seq", "1", *s)
+    assert code == EXIT_OK and "from stream sequence 1" in out
+    code, _, err = run(capsys, "consumer", "pause", "FEAT", "w", "--until", "2030-01-01T00:00:00", *s)
+    assert code == EXIT_USAGE and "timezone-aware" in err
+    code, _, err = run(capsys, "consumer", "pause", "FEAT", *s)
+    assert code == EXIT_USAGE and "needs the consumer's name" in err
+    code, _, err = run(capsys, "consumer", "unpin", "FEAT", "w", "--group", "g", *s)
+    assert code == EXIT_ERROR and err  # not a priority-group consumer: the server's error, one line

@@ -381,3 +381,23 @@ def test_messages_stop_from_another_thread(js: jsclient.JetStream) -> None:
     stream = psub.messages(batch=10, expires=5.0)
     threading.Timer(0.3, stream.stop).start()
     assert list(stream) == []
+
+
+def test_stop_ends_the_heartbeat_watch_without_another_next(server: NatsServer) -> None:
+    """A stream stopped between messages is not iterated again: its watch must end in stop() itself
+    (before the fix the watchdog reported missed heartbeats every 0.4 s once the last request expired)."""
+    seen: list[BaseException] = []
+    with jsclient.connect(server.url, error_cb=seen.append) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="STOPHB", subjects=["stophb"])
+        psub = js.pull_subscribe("stophb", durable="s")
+        js.publish("stophb", b"1")
+        stream = psub.messages(batch=5, expires=1.0, heartbeat=0.2)
+        it = iter(stream)  # kept, as a caller that takes messages one by one keeps it
+        msg = next(it)
+        msg.ack()
+        stream.stop()
+        time.sleep(2.5)  # the request expires at 1 s; an armed watch would alarm at 1.4 s and after
+        assert not [e for e in seen if isinstance(e, errors.HeartbeatsMissedError)]
+        assert list(it) == []  # and the iterator is ended
+        js.delete_stream("STOPHB")

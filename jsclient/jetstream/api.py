@@ -9,8 +9,11 @@ Pure data and codecs, no I/O, no threads.  Conventions:
   and integer nanoseconds on the wire; plain floats given by callers are
   normalised in ``__post_init__``.
 * Times are timezone-aware datetimes.
-* Unknown response fields are ignored, and enum-like fields are plain
-  strings (constants below), so a newer server never breaks decoding.
+* Enum-like fields are plain strings (constants below), so a newer server
+  never breaks decoding.  A field this module does not know, in a reply,
+  is kept on the object it came with (``unknown_fields``) and sent back
+  when that object is: ``update_stream(js.stream_info(name).config)``
+  changes nothing it did not mean to, whatever the server's version.
   Requests are checked with :func:`validate_stream_config` /
   :func:`validate_consumer_config` before anything is sent.
 """
@@ -29,6 +32,7 @@ from msgspec import UNSET, UnsetType
 from ..errors import InvalidArgumentError, JetStreamAPIError, api_error
 
 T = TypeVar("T")
+S = TypeVar("S", bound="_Struct")
 
 
 class Duration(float):
@@ -67,8 +71,12 @@ def decode(data: bytes, kind: type[T]) -> T:
     return msgspec.json.decode(data, type=kind, dec_hook=_dec_hook)
 
 
-class _Struct(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Base: keyword-only, unset fields omitted; durations normalised."""
+class _Struct(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
+    """Base: keyword-only, unset fields omitted; durations normalised.
+
+    ``dict=True`` gives each object room for the reply fields it does not
+    declare (see :func:`decode_reply` and :func:`encode_body`).
+    """
 
     _durations: ClassVar[tuple[str, ...]] = ()
 
@@ -83,7 +91,70 @@ class _Struct(msgspec.Struct, kw_only=True, omit_defaults=True):
                 setattr(self, name, _as_duration(name, value))
 
     def to_dict(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self, enc_hook=_enc_hook)  # type: ignore[no-any-return]
+        """The JSON-ready form, with the fields the server sent that this class does not declare."""
+        out: dict[str, Any] = msgspec.to_builtins(self, enc_hook=_enc_hook)
+        _merge_unknown(self, out)
+        return out
+
+    @property
+    def unknown_fields(self) -> dict[str, Any]:
+        """Fields the server sent that this version of jsclient does not know (sent back unchanged)."""
+        return dict(self.__dict__.get(_UNKNOWN, {}))
+
+
+_UNKNOWN = "_unknown"
+
+
+def _attach_unknown(obj: Any, raw: Any) -> None:
+    """Keep, on each decoded object, the keys of its JSON object that it has no field for."""
+    if isinstance(obj, msgspec.Struct):  # a _Struct, or a page or reply holding some
+        if not isinstance(raw, dict):
+            return
+        names = obj.__struct_encode_fields__
+        if isinstance(obj, _Struct):
+            extra = {key: value for key, value in raw.items() if key not in names}
+            if extra:
+                obj.__dict__[_UNKNOWN] = extra
+        for field, name in zip(obj.__struct_fields__, names, strict=True):
+            _attach_unknown(getattr(obj, field), raw.get(name))
+    elif isinstance(obj, list) and isinstance(raw, list):
+        for item, raw_item in zip(obj, raw, strict=False):
+            _attach_unknown(item, raw_item)
+
+
+def _merge_unknown(obj: Any, out: Any) -> None:
+    """Put the kept unknown keys back into ``out``, the builtins form of ``obj``."""
+    if isinstance(obj, _Struct):
+        if not isinstance(out, dict):
+            return
+        for key, value in obj.__dict__.get(_UNKNOWN, {}).items():
+            out.setdefault(key, value)
+        for field, name in zip(obj.__struct_fields__, obj.__struct_encode_fields__, strict=True):
+            if name in out:
+                _merge_unknown(getattr(obj, field), out[name])
+    elif isinstance(obj, list) and isinstance(out, list):
+        for item, out_item in zip(obj, out, strict=False):
+            _merge_unknown(item, out_item)
+    elif isinstance(obj, dict) and isinstance(out, dict):
+        for key, value in obj.items():
+            if isinstance(key, str) and key in out:
+                _merge_unknown(value, out[key])
+
+
+def replace(obj: S, **fields: Any) -> S:
+    """``msgspec.structs.replace`` that keeps the unknown fields ``obj`` came with."""
+    new = msgspec.structs.replace(obj, **fields)
+    kept = obj.__dict__.get(_UNKNOWN)
+    if kept:
+        new.__dict__[_UNKNOWN] = dict(kept)
+    return new
+
+
+def encode_body(body: Any) -> bytes:
+    """An API request body: like :func:`encode`, plus the unknown fields its objects came with."""
+    out = msgspec.to_builtins(body, enc_hook=_enc_hook)
+    _merge_unknown(body, out)
+    return _ENCODER.encode(out)
 
 
 class _Reply(_Struct, omit_defaults=False):
@@ -138,6 +209,23 @@ class AckPolicy(_StrEnum):
     NONE = "none"
     ALL = "all"
     EXPLICIT = "explicit"
+    FLOW_CONTROL = "flow_control"  # server 2.14+: acked by answering flow control
+
+
+class PriorityPolicy(_StrEnum):
+    """ADR-42 priority groups of a pull consumer (server 2.11+; prioritized 2.12+)."""
+
+    NONE = "none"
+    OVERFLOW = "overflow"
+    PINNED_CLIENT = "pinned_client"
+    PRIORITIZED = "prioritized"
+
+
+class PersistMode(_StrEnum):
+    """When a stream acks a publish: after the write is flushed (default) or before (async, 2.12+)."""
+
+    DEFAULT = "default"
+    ASYNC = "async"
 
 
 class ReplayPolicy(_StrEnum):
@@ -163,6 +251,11 @@ class ExternalStream(_Struct):
     deliver: str | UnsetType = UNSET
 
 
+class StreamConsumerSource(_Struct):
+    name: str | UnsetType = UNSET
+    deliver_subject: str | UnsetType = UNSET
+
+
 class StreamSource(_Struct):
     name: str
     opt_start_seq: int | UnsetType = UNSET
@@ -170,6 +263,7 @@ class StreamSource(_Struct):
     filter_subject: str | UnsetType = UNSET
     subject_transforms: list[SubjectTransform] | UnsetType = UNSET
     external: ExternalStream | UnsetType = UNSET
+    consumer: StreamConsumerSource | UnsetType = UNSET
 
 
 class RePublish(_Struct):
@@ -217,9 +311,16 @@ class StreamConfig(_Struct):
     subject_transform: SubjectTransform | UnsetType = UNSET
     consumer_limits: StreamConsumerLimits | UnsetType = UNSET
     metadata: dict[str, str] | UnsetType = UNSET
+    # Server 2.11+ (API level 1): ADR-43 per-message TTL and subject delete markers.
     allow_msg_ttl: bool | UnsetType = UNSET
     subject_delete_marker_ttl: Duration | UnsetType = UNSET
-    allow_atomic: bool | UnsetType = UNSET  # ADR-50 atomic batch publish (server 2.12+)
+    # Server 2.12+ (API level 2): ADR-49 counters, ADR-50 atomic batches, ADR-51 schedules, async persist.
+    allow_msg_counter: bool | UnsetType = UNSET
+    allow_atomic: bool | UnsetType = UNSET
+    allow_msg_schedules: bool | UnsetType = UNSET
+    persist_mode: str | UnsetType = UNSET
+    # Server 2.14+ (API level 4): ADR-50 fast-ingest batches.
+    allow_batched: bool | UnsetType = UNSET
 
 
 class LostStreamData(_Reply):
@@ -266,14 +367,22 @@ class StreamSourceInfo(_Reply):
     external: ExternalStream | None = None
 
 
+class StreamAlternate(_Reply):
+    name: str = ""
+    domain: str | None = None
+    cluster: str = ""
+
+
 class StreamInfo(_Reply):
     config: StreamConfig
     state: StreamState = msgspec.field(default_factory=StreamState)
     created: dt.datetime | None = None
     ts: dt.datetime | None = None
+    domain: str | None = None
     cluster: ClusterInfo | None = None
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] | None = None
+    alternates: list[StreamAlternate] | None = None
 
 
 # -- consumers -----------------------------------------------------------------
@@ -286,6 +395,7 @@ class ConsumerConfig(_Struct):
         "max_expires",
         "inactive_threshold",
         "backoff",
+        "priority_timeout",
     )
     name: str | UnsetType = UNSET
     durable_name: str | UnsetType = UNSET
@@ -316,12 +426,31 @@ class ConsumerConfig(_Struct):
     deliver_subject: str | UnsetType = UNSET
     deliver_group: str | UnsetType = UNSET
     metadata: dict[str, str] | UnsetType = UNSET
+    # Server 2.11+ (API level 1): a paused consumer delivers nothing until then (aware datetime).
+    pause_until: dt.datetime | UnsetType = UNSET
+    # Server 2.11+ (API level 1): ADR-42 priority groups of a pull consumer.
+    priority_groups: list[str] | UnsetType = UNSET
+    priority_policy: str | UnsetType = UNSET
+    priority_timeout: Duration | UnsetType = UNSET  # how long a pin lasts without pulls
 
 
 class SequenceInfo(_Reply):
     consumer_seq: int = 0
     stream_seq: int = 0
     last_active: dt.datetime | None = None
+
+
+class PriorityGroupState(_Reply):
+    """A priority group of a consumer: who holds its pin, since when (None when nobody does)."""
+
+    group: str = ""
+    pinned_client_id: str | None = None
+    pinned_ts: dt.datetime | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pinned_ts is not None and self.pinned_ts.year == 1:
+            self.pinned_ts = None  # the server sends Go's zero time
 
 
 class ConsumerInfo(_Reply):
@@ -338,7 +467,29 @@ class ConsumerInfo(_Reply):
     cluster: ClusterInfo | None = None
     push_bound: bool = False
     paused: bool = False
+    pause_remaining: Duration | None = None
     ts: dt.datetime | None = None
+    priority_groups: list[PriorityGroupState] | None = None
+
+
+class ConsumerPause(_Reply):
+    """The answer to pausing or resuming a consumer (``pause_until`` None once resumed)."""
+
+    _durations: ClassVar[tuple[str, ...]] = ("pause_remaining",)
+    paused: bool = False
+    pause_until: dt.datetime | None = None
+    pause_remaining: Duration | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.paused:
+            self.pause_until = None  # the server sends Go's zero time
+
+
+class ConsumerResetInfo(ConsumerInfo, kw_only=True):
+    """A reset consumer's info, with the stream sequence it delivers from next."""
+
+    reset_seq: int = 0
 
 
 # -- account, acks, messages -----------------------------------------------------
@@ -372,12 +523,13 @@ class AccountInfo(_Reply):
 
 
 class PubAck(msgspec.Struct, kw_only=True, gc=False):
-    """The server's acknowledgement of a JetStream publish."""
+    """The server's acknowledgement of a JetStream publish (``val``: a counter's new total, as text)."""
 
     stream: str
     seq: int
     duplicate: bool = False
     domain: str | None = None
+    val: str | None = None
 
 
 class APIErrorBody(msgspec.Struct):
@@ -404,6 +556,7 @@ class _PubAckReply(_AckReply, kw_only=True):
     seq: int = 0
     duplicate: bool = False
     domain: str | None = None
+    val: str | None = None
 
 
 class StoredMsg(msgspec.Struct, kw_only=True):
@@ -467,12 +620,19 @@ def check_error(data: bytes) -> None:
 
 
 def decode_reply(data: bytes, kind: type[T]) -> T:
-    """Decode an API reply, raising its error instead when it has one."""
+    """Decode an API reply, raising its error instead when it has one.
+
+    Fields the models do not declare are kept on the objects they belong to
+    (a second, untyped decode: management calls only, never a hot path).
+    """
     check_error(data)
     try:
-        return decode(data, kind)
+        reply = decode(data, kind)
     except msgspec.ValidationError as exc:
         raise JetStreamAPIError(0, 0, f"unexpected JetStream API reply ({exc}): {data[:200]!r}") from None
+    if isinstance(reply, msgspec.Struct):
+        _attach_unknown(reply, msgspec.json.decode(data))
+    return reply
 
 
 PUB_ACK_DECODER = msgspec.json.Decoder(PubAck)
@@ -499,7 +659,22 @@ def decode_pub_ack(data: bytes) -> PubAck:
     reply = decode_ack(data, _PubAckReply, "publish ack")
     if not reply.stream:
         raise JetStreamAPIError(0, 0, f"publish ack without a stream: {data[:200]!r}")
-    return PubAck(stream=reply.stream, seq=reply.seq, duplicate=reply.duplicate, domain=reply.domain)
+    return PubAck(stream=reply.stream, seq=reply.seq, duplicate=reply.duplicate, domain=reply.domain, val=reply.val)
+
+
+class _CounterValue(msgspec.Struct):
+    val: str
+
+
+_COUNTER_DECODER = msgspec.json.Decoder(_CounterValue)
+
+
+def decode_counter(data: bytes, subject: str) -> int:
+    """A counter's total from its last message's body, {"val": "<digits>"} (ADR-49: text, so any size)."""
+    try:
+        return int(_COUNTER_DECODER.decode(data).val)
+    except (msgspec.ValidationError, msgspec.DecodeError, ValueError):
+        raise JetStreamAPIError(0, 0, f"{subject!r} does not hold a counter: {data[:200]!r}") from None
 
 
 # -- validation of requests ------------------------------------------------------
@@ -517,6 +692,8 @@ _CHOICES = {
     "deliver_policy": {e.value for e in DeliverPolicy},
     "ack_policy": {e.value for e in AckPolicy},
     "replay_policy": {e.value for e in ReplayPolicy},
+    "priority_policy": {e.value for e in PriorityPolicy},
+    "persist_mode": {e.value for e in PersistMode},
 }
 
 
@@ -548,9 +725,37 @@ def _check_non_negative(obj: _Struct, fields: tuple[str, ...]) -> None:
             raise InvalidArgumentError(f"{field} must be >= 0 (or -1 for unlimited), not {value!r}")
 
 
+def _check_bools(obj: _Struct, fields: tuple[str, ...]) -> None:
+    for field in fields:
+        value = getattr(obj, field)
+        if value is not UNSET and not isinstance(value, bool):
+            raise InvalidArgumentError(f"{field} must be True or False, not {value!r}")
+
+
+_STREAM_FLAGS = (
+    "no_ack", "discard_new_per_subject", "sealed", "deny_delete", "deny_purge", "allow_rollup_hdrs",
+    "allow_direct", "mirror_direct", "allow_msg_ttl", "allow_msg_counter", "allow_atomic",
+    "allow_msg_schedules", "allow_batched",
+)
+#: The server's minimum for a per-message TTL and for subject_delete_marker_ttl (ADR-43).
+MIN_MESSAGE_TTL = 1.0
+#: ADR-42: a priority group's name.
+_GROUP_NAME = re.compile(r"[A-Za-z0-9\-_/=)+]{1,16}")
+
+
 def validate_stream_config(config: StreamConfig) -> StreamConfig:
     check_name("stream name", config.name)
     _check_choices(config)
+    _check_bools(config, _STREAM_FLAGS)
+    marker_ttl = config.subject_delete_marker_ttl
+    if isinstance(marker_ttl, float) and 0 < marker_ttl < MIN_MESSAGE_TTL:
+        raise InvalidArgumentError(
+            f"subject_delete_marker_ttl must be at least {MIN_MESSAGE_TTL:g} s (server minimum), not {marker_ttl}"
+        )
+    if config.allow_msg_counter is True:
+        for other in ("allow_msg_ttl", "mirror"):
+            if getattr(config, other) not in (UNSET, None, False):
+                raise InvalidArgumentError(f"allow_msg_counter cannot be combined with {other} (ADR-49)")
     _check_non_negative(
         config,
         ("max_consumers", "max_msgs", "max_bytes", "max_age", "max_msgs_per_subject", "max_msg_size",
@@ -588,8 +793,14 @@ def validate_consumer_config(config: ConsumerConfig) -> ConsumerConfig:
     _check_non_negative(
         config,
         ("ack_wait", "max_deliver", "max_waiting", "max_ack_pending", "idle_heartbeat", "max_batch",
-         "max_expires", "max_bytes", "inactive_threshold", "opt_start_seq", "rate_limit_bps"),
+         "max_expires", "max_bytes", "inactive_threshold", "opt_start_seq", "rate_limit_bps",
+         "priority_timeout"),
     )
+    _check_bools(config, ("flow_control", "headers_only", "mem_storage"))
+    _check_priority(config)
+    pause = config.pause_until
+    if pause is not UNSET and not (isinstance(pause, dt.datetime) and pause.utcoffset() is not None):
+        raise InvalidArgumentError(f"pause_until must be a timezone-aware datetime, not {pause!r}")
     hb = config.idle_heartbeat
     if isinstance(hb, float) and 0 < hb < MIN_IDLE_HEARTBEAT:
         raise InvalidArgumentError(f"idle_heartbeat must be at least {MIN_IDLE_HEARTBEAT} s (server limit), not {hb}")
@@ -613,6 +824,33 @@ def validate_consumer_config(config: ConsumerConfig) -> ConsumerConfig:
     return config
 
 
+def _check_priority(config: ConsumerConfig) -> None:
+    """ADR-42's rules, so a bad combination is named before the server refuses it."""
+    groups: Any = config.priority_groups
+    if groups is not UNSET:
+        if not isinstance(groups, list) or not groups:
+            raise InvalidArgumentError(f"priority_groups must be a non-empty list of names, not {groups!r}")
+        for group in groups:
+            check_group(group)
+    policy = config.priority_policy
+    grouped = policy is not UNSET and policy != PriorityPolicy.NONE
+    if grouped and groups is UNSET:
+        raise InvalidArgumentError(f"priority_policy {policy!r} needs priority_groups")
+    if groups is not UNSET and not grouped:
+        raise InvalidArgumentError("priority_groups need a priority_policy (overflow, pinned_client or prioritized)")
+    if config.priority_timeout is not UNSET and policy != PriorityPolicy.PINNED_CLIENT:
+        raise InvalidArgumentError("priority_timeout needs priority_policy pinned_client")
+
+
+def check_group(group: Any) -> str:
+    """A priority group name: 1 to 16 of A-Z a-z 0-9 - _ / = ) +."""
+    if not isinstance(group, str) or _GROUP_NAME.fullmatch(group) is None:
+        raise InvalidArgumentError(
+            f"priority group {group!r} must be 1 to 16 characters of A-Z, a-z, 0-9 and -_/=)+"
+        )
+    return group
+
+
 def merge_config(kind: type[T], config: T | None, overrides: dict[str, Any]) -> T:
     """A config from an optional base object plus keyword overrides (unknown keys rejected)."""
     fields = set(kind.__struct_fields__)  # type: ignore[attr-defined]
@@ -625,4 +863,4 @@ def merge_config(kind: type[T], config: T | None, overrides: dict[str, Any]) -> 
         raise InvalidArgumentError(f"config must be a {kind.__name__}, not {type(config).__name__}")
     if not overrides:
         return config
-    return msgspec.structs.replace(config, **overrides)  # type: ignore[type-var]
+    return replace(config, **overrides)  # type: ignore[type-var]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from msgspec import UNSET
 
 from ..errors import ConsumerNotFoundError, InvalidArgumentError, JetStreamSubscribeError
@@ -84,7 +83,7 @@ def creation_config(user: ConsumerConfig, subject: str | None, name: str | None,
         fields["filter_subject"] = subject
     if name:
         fields["durable_name"] = name
-    return msgspec.structs.replace(user, **fields)
+    return api.replace(user, **fields)
 
 
 def check_bound_consumer(

@@ -10,6 +10,7 @@ may be shared by many threads.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterable
@@ -22,10 +23,12 @@ from msgspec import UNSET
 from ..backoff import Backoff
 from ..checks import seconds, whole
 from ..errors import (
+    DirectGetDisabledError,
     Error,
     InvalidArgumentError,
     JetStreamAPIError,
     JetStreamNotEnabledError,
+    MessageNotFoundError,
     NoRespondersError,
     NoStreamResponseError,
     StreamNotFoundError,
@@ -34,7 +37,7 @@ from ..errors import (
 from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
 from ..protocol import check_publish_subject, check_subscribe_subject
-from . import api, batch
+from . import api, batch, features, msgopts
 from .api import (
     AccountInfo,
     ConsumerConfig,
@@ -57,6 +60,9 @@ if TYPE_CHECKING:
     from ..message import Msg
 
 T = TypeVar("T")
+
+#: A publish without msg_id, expectations, ttl or schedule (see JetStream._publish_headers).
+_NO_OPTIONS = (None,) * 11
 
 #: A 503 from a JetStream publish usually means a leader election: four tries, 50 ms doubling up to 1 s apart.
 PUBLISH_RETRY = Backoff(initial=0.05, maximum=1.0, attempts=4)
@@ -108,12 +114,16 @@ class JetStream:
         return f"<JetStream prefix={self.prefix!r} on {self.conn!r}>"
 
     # -- the API call ------------------------------------------------------------
-    def _api(self, suffix: str, body: Any = None, timeout: float | None = None) -> bytes:
-        """Request ``<prefix>.<suffix>``; a missing JetStream becomes JetStreamNotEnabledError."""
-        payload = b"" if body is None else api.encode(body)
+    def _api(self, suffix: str, body: Any = None, timeout: float | None = None, *, level: int = 0) -> bytes:
+        """Request ``<prefix>.<suffix>``; a missing JetStream becomes JetStreamNotEnabledError.
+
+        ``level`` > 0 asks the answering server for that API level (ADR-44).
+        """
+        payload = b"" if body is None else api.encode_body(body)
         subject = f"{self.prefix}.{suffix}"
+        headers = {features.LEVEL_HEADER: str(level)} if level else None
         try:
-            reply = self.conn.request(subject, payload, timeout=timeout or self.timeout)
+            reply = self.conn.request(subject, payload, timeout=timeout or self.timeout, headers=headers)
         except NoRespondersError:
             raise JetStreamNotEnabledError(
                 503, 0, f"no JetStream responded on {subject!r}: not enabled (or not for this account or domain)"
@@ -122,8 +132,12 @@ class JetStream:
             raise TimeoutError(f"JetStream API {subject!r}: {exc}") from None
         return reply.data
 
-    def _call(self, suffix: str, body: Any, kind: type[T], timeout: float | None = None) -> T:
-        return api.decode_reply(self._api(suffix, body, timeout), kind)
+    def _call(self, suffix: str, body: Any, kind: type[T], timeout: float | None = None, *, level: int = 0) -> T:
+        return api.decode_reply(self._api(suffix, body, timeout, level=level), kind)
+
+    def require(self, *needs: features.Feature) -> int:
+        """The API level ``needs`` take; FeatureNotSupportedError, before sending, if the server is older."""
+        return features.require(self.conn.server_info, list(needs))
 
     def _paged(self, suffix: str, body: dict[str, Any], kind: type[Any], field: str) -> list[Any]:
         items: list[Any] = []
@@ -142,11 +156,14 @@ class JetStream:
     def add_stream(self, config: StreamConfig | None = None, **fields: Any) -> StreamInfo:
         """Create a stream (idempotent for an identical config)."""
         cfg = api.validate_stream_config(api.merge_config(StreamConfig, config, fields))
-        return self._call(f"STREAM.CREATE.{cfg.name}", cfg, StreamInfo)
+        level = self.require(*features.stream_features(cfg))
+        return self._call(f"STREAM.CREATE.{cfg.name}", cfg, StreamInfo, level=level)
 
     def update_stream(self, config: StreamConfig | None = None, **fields: Any) -> StreamInfo:
+        """Change a stream; fields the server sent that jsclient does not know go back unchanged."""
         cfg = api.validate_stream_config(api.merge_config(StreamConfig, config, fields))
-        return self._call(f"STREAM.UPDATE.{cfg.name}", cfg, StreamInfo)
+        level = self.require(*features.stream_features(cfg))
+        return self._call(f"STREAM.UPDATE.{cfg.name}", cfg, StreamInfo, level=level)
 
     def delete_stream(self, name: str) -> bool:
         api.check_name("stream name", name)
@@ -317,11 +334,12 @@ class JetStream:
         replicas: int = 1,
         max_value_size: int | None = None,
         description: str | None = None,
+        limit_marker_ttl: float | None = None,
     ) -> KeyValue:
-        """Create a bucket (or bind to an identical one)."""
+        """Create a bucket (or bind to an identical one); ``limit_marker_ttl`` enables key TTLs (2.11+)."""
         config = bucket_config(
             bucket, history=history, ttl=ttl, max_bytes=max_bytes, max_value_size=max_value_size,
-            storage=storage, replicas=replicas, description=description,
+            storage=storage, replicas=replicas, description=description, limit_marker_ttl=limit_marker_ttl,
         )
         self.add_stream(config)
         return KeyValue(self, bucket, direct=True)
@@ -342,24 +360,23 @@ class JetStream:
         if action not in ("", "create", "update"):
             raise InvalidArgumentError(f"action must be '', 'create' or 'update', not {action!r}")
         cfg = api.validate_consumer_config(api.merge_config(ConsumerConfig, config, fields))
+        level = self.require(*features.consumer_features(cfg))
         name = cfg.name if cfg.name is not UNSET else cfg.durable_name
         body: dict[str, Any] = {"stream_name": stream, "config": cfg}
         if action:
             body["action"] = action
         suffix = f"CONSUMER.CREATE.{stream}" if name is UNSET else f"CONSUMER.CREATE.{stream}.{name}"
-        return self._call(suffix, body, ConsumerInfo)
+        return self._call(suffix, body, ConsumerInfo, level=level)
 
     def update_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> ConsumerInfo:
         return self.add_consumer(stream, config, action="update", **fields)
 
     def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> ConsumerInfo:
-        api.check_name("stream name", stream)
-        api.check_name("consumer name", consumer)
+        self._consumer_names(stream, consumer)
         return self._call(f"CONSUMER.INFO.{stream}.{consumer}", None, ConsumerInfo, timeout)
 
     def delete_consumer(self, stream: str, consumer: str) -> bool:
-        api.check_name("stream name", stream)
-        api.check_name("consumer name", consumer)
+        self._consumer_names(stream, consumer)
         return self._call(f"CONSUMER.DELETE.{stream}.{consumer}", None, api._Success).success
 
     def consumers(self, stream: str) -> list[ConsumerInfo]:
@@ -369,6 +386,40 @@ class JetStream:
     def consumer_names(self, stream: str) -> list[str]:
         api.check_name("stream name", stream)
         return self._paged(f"CONSUMER.NAMES.{stream}", {}, api._ConsumerNamesPage, "consumers")
+
+    def pause_consumer(self, stream: str, consumer: str, until: dt.datetime) -> api.ConsumerPause:
+        """Stop deliveries until ``until`` (aware); heartbeats go on, so nothing counts them missed."""
+        self._consumer_names(stream, consumer)
+        if not isinstance(until, dt.datetime) or until.utcoffset() is None:
+            raise InvalidArgumentError(f"until must be a timezone-aware datetime, not {until!r}")
+        level = self.require(features.CONSUMER_PAUSE)
+        body = {"pause_until": until}
+        return self._call(f"CONSUMER.PAUSE.{stream}.{consumer}", body, api.ConsumerPause, level=level)
+
+    def resume_consumer(self, stream: str, consumer: str) -> api.ConsumerPause:
+        """Deliver again now (a consumer that is not paused stays as it is)."""
+        self._consumer_names(stream, consumer)
+        level = self.require(features.CONSUMER_PAUSE)
+        return self._call(f"CONSUMER.PAUSE.{stream}.{consumer}", {}, api.ConsumerPause, level=level)
+
+    def reset_consumer(self, stream: str, consumer: str, seq: int | None = None) -> api.ConsumerResetInfo:
+        """Deliver again from stream sequence ``seq`` (None: from just past the ack floor); server 2.14+."""
+        self._consumer_names(stream, consumer)
+        body = {} if seq is None else {"seq": whole("seq", seq, 1)}
+        level = self.require(features.CONSUMER_RESET)
+        return self._call(f"CONSUMER.RESET.{stream}.{consumer}", body, api.ConsumerResetInfo, level=level)
+
+    def unpin_consumer(self, stream: str, consumer: str, group: str) -> None:
+        """Release a pinned_client group's pin: the next pull of any member gets it (ADR-42)."""
+        self._consumer_names(stream, consumer)
+        body = {"group": api.check_group(group)}
+        level = self.require(features.PRIORITY_GROUPS)
+        api.decode_reply(self._api(f"CONSUMER.UNPIN.{stream}.{consumer}", body, level=level), api._Success)
+
+    @staticmethod
+    def _consumer_names(stream: str, consumer: str) -> None:
+        api.check_name("stream name", stream)
+        api.check_name("consumer name", consumer)
 
     # -- subscribing -----------------------------------------------------------------
     def subscribe(
@@ -432,9 +483,22 @@ class JetStream:
         stream: str | None = None,
         consumer: str | None = None,
         config: ConsumerConfig | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
     ) -> PullSubscription:
-        """A pull subscription (ADR-13): ``fetch`` batches or iterate ``messages()``."""
-        return pull_subscribe(self, subject, durable=durable, stream=stream, consumer=consumer, config=config)
+        """A pull subscription (ADR-13): ``fetch`` batches or iterate ``messages()``.
+
+        ``group`` makes it a member of the consumer's priority group (ADR-42,
+        server 2.11+): ``min_pending``/``min_ack_pending`` under the overflow
+        policy, ``priority`` (0 first, to 9) under prioritized; under
+        pinned_client the pin is kept and renewed by itself.
+        """
+        return pull_subscribe(
+            self, subject, durable=durable, stream=stream, consumer=consumer, config=config, group=group,
+            min_pending=min_pending, min_ack_pending=min_ack_pending, priority=priority,
+        )
 
     # -- publishing ------------------------------------------------------------------
     def publish(
@@ -449,14 +513,27 @@ class JetStream:
         expected_last_msg_id: str | None = None,
         headers: HeadersInput | None = None,
         timeout: float | None = None,
+        ttl: msgopts.TTL | None = None,
+        schedule: msgopts.Schedule | None = None,
+        schedule_target: str | None = None,
+        schedule_source: str | None = None,
+        schedule_ttl: msgopts.TTL | None = None,
+        schedule_time_zone: str | None = None,
     ) -> PubAck:
         """Publish and wait for the stream's ack.
 
+        ``ttl`` (whole seconds >= 1, or "never") removes the message after
+        that long (ADR-43: the stream needs ``allow_msg_ttl``).  ``schedule``
+        makes the message a schedule that publishes its body to
+        ``schedule_target`` (ADR-51: the stream needs ``allow_msg_schedules``).
         A 503 (no stream answered, as during a leader election) is retried a
         few times with backoff before NoStreamResponseError.
         """
-        hdrs = _publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
+        hdrs = self._publish_headers(
+            subject,
+            headers,
+            (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
+             schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone),
         )
         wait = timeout or self.timeout
         request = self.conn.request
@@ -465,6 +542,51 @@ class JetStream:
         except NoRespondersError:
             reply = self._publish_retry(lambda: request(subject, payload, timeout=wait, headers=hdrs), subject)
         return api.decode_pub_ack(reply.data)
+
+    def _publish_headers(
+        self, subject: str, headers: HeadersInput | None, options: tuple[Any, ...]
+    ) -> HeadersInput | None:
+        """The headers of a publish: the caller's, plus those its options ask for (checked first).
+
+        ``options`` is (msg_id, expected_stream, expected_last_seq,
+        expected_last_subject_seq, expected_last_msg_id, ttl, schedule,
+        schedule_target, schedule_source, schedule_ttl, schedule_time_zone):
+        one tuple, so the common publish without any costs one comparison.
+        """
+        if options == _NO_OPTIONS:
+            return headers
+        (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
+         schedule, target, source, schedule_ttl, time_zone) = options
+        hdrs = Headers(headers) if headers is not None else Headers()
+        for name, value in (("Nats-Msg-Id", msg_id), ("Nats-Expected-Last-Msg-Id", expected_last_msg_id)):
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise InvalidArgumentError(f"{name} must be a non-empty str, not {value!r}")
+                hdrs[name] = value
+        if expected_stream is not None:
+            hdrs["Nats-Expected-Stream"] = api.check_name("expected_stream", expected_stream)
+        for name, number in (
+            ("Nats-Expected-Last-Sequence", expected_last_seq),
+            ("Nats-Expected-Last-Subject-Sequence", expected_last_subject_seq),
+        ):
+            if number is not None:
+                hdrs[name] = str(whole(name, number, 0))
+        needs: list[features.Feature] = []
+        if ttl is not None:
+            hdrs[msgopts.TTL_HEADER] = msgopts.ttl_value("ttl", ttl)
+            needs.append(features.MESSAGE_TTL)
+        if schedule is not None:
+            scheduled = msgopts.schedule_headers(subject, schedule, target, source, schedule_ttl, time_zone)
+            for name, value in scheduled.items():
+                hdrs[name] = value
+            needs.append(features.SCHEDULES)
+        else:
+            for name, value in (("schedule_target", target), ("schedule_source", source),
+                                ("schedule_ttl", schedule_ttl), ("schedule_time_zone", time_zone)):
+                if value is not None:
+                    raise InvalidArgumentError(f"{name} needs schedule")
+        self.require(*needs)
+        return hdrs
 
     @staticmethod
     def _publish_retry(send: Callable[[], Msg], subject: str) -> Msg:
@@ -489,6 +611,12 @@ class JetStream:
         headers: HeadersInput | None = None,
         timeout: float | None = None,
         retry_on_no_responders: int = 0,
+        ttl: msgopts.TTL | None = None,
+        schedule: msgopts.Schedule | None = None,
+        schedule_target: str | None = None,
+        schedule_source: str | None = None,
+        schedule_ttl: msgopts.TTL | None = None,
+        schedule_time_zone: str | None = None,
     ) -> Future[PubAck]:
         """Publish without waiting: a Future resolved with the PubAck, an API error or a timeout.
 
@@ -497,10 +625,14 @@ class JetStream:
         future resolves; none hangs.  ``retry_on_no_responders=N`` sends the
         same message again (same headers, so give a ``msg_id``), up to N times
         with backoff, when no stream answered (as while a stream elects a new
-        leader), before the future fails with NoStreamResponseError.
+        leader), before the future fails with NoStreamResponseError.  ``ttl``
+        and the schedule options are those of :meth:`publish`.
         """
-        hdrs = _publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
+        hdrs = self._publish_headers(
+            subject,
+            headers,
+            (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
+             schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone),
         )
         wait = self.timeout if timeout is None else seconds("timeout", timeout)
         retries = whole("retry_on_no_responders", retry_on_no_responders, 0)
@@ -564,6 +696,50 @@ class JetStream:
 
         inner.add_done_callback(settled)
 
+    # -- counters (ADR-49) -----------------------------------------------------------
+    def counter_add(self, subject: str, delta: int, *, timeout: float | None = None) -> int:
+        """Add ``delta`` (any int, negative too) to the counter on ``subject``: its new total.
+
+        The stream needs ``allow_msg_counter``; the server adds, so concurrent
+        adds from anywhere give the exact sum.  A timeout leaves it unknown
+        whether the add happened: read the total before trying again.
+        """
+        check_publish_subject(subject)
+        headers = {msgopts.INCR_HEADER: msgopts.increment_value(delta)}
+        self.require(features.COUNTERS)
+        ack = self.publish(subject, b"", headers=headers, timeout=timeout)
+        if ack.val is None:
+            raise JetStreamAPIError(0, 0, f"stream {ack.stream!r} acked an add to {subject!r} without a total")
+        return int(ack.val)
+
+    def counter_get(self, stream: str, subject: str, *, timeout: float | None = None) -> int:
+        """The counter's total (MessageNotFoundError if nothing was ever added on ``subject``)."""
+        check_publish_subject(subject)
+        try:
+            data = self.direct_get(stream, last_by_subj=subject, timeout=timeout).data
+        except DirectGetDisabledError:
+            data = self.get_msg(stream, last_by_subj=subject).data
+        return api.decode_counter(data, subject)
+
+    def counter_get_many(self, stream: str, subjects: list[str], *, timeout: float | None = None) -> dict[str, int]:
+        """The totals of many counters as of one moment, by subject (wildcards allowed; absent ones left out).
+
+        One multi-subject direct get; on a stream without ``allow_direct``,
+        one STREAM.MSG.GET per subject (no wildcards then).
+        """
+        try:
+            return {
+                m.subject: api.decode_counter(m.data, m.subject)
+                for m in self.direct_get_last_for_subjects(stream, subjects, timeout=timeout)
+            }
+        except DirectGetDisabledError:
+            totals: dict[str, int] = {}
+            for subject in subjects:
+                check_publish_subject(subject, "subject (a stream without allow_direct takes no wildcards)")
+                with contextlib.suppress(MessageNotFoundError):
+                    totals[subject] = api.decode_counter(self.get_msg(stream, last_by_subj=subject).data, subject)
+            return totals
+
     def publish_batch(
         self, messages: Iterable[Any], *, timeout: float | None = None, batch_id: str | None = None
     ) -> BatchAck:
@@ -624,35 +800,6 @@ def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
 
 
 _decode_plain_ack = api.PUB_ACK_DECODER.decode
-
-
-def _publish_headers(
-    headers: HeadersInput | None,
-    msg_id: str | None,
-    expected_stream: str | None,
-    expected_last_seq: int | None,
-    expected_last_subject_seq: int | None,
-    expected_last_msg_id: str | None,
-) -> HeadersInput | None:
-    if msg_id is None and expected_stream is None and expected_last_seq is None and (
-        expected_last_subject_seq is None and expected_last_msg_id is None
-    ):
-        return headers
-    hdrs = Headers(headers) if headers is not None else Headers()
-    for name, value in (("Nats-Msg-Id", msg_id), ("Nats-Expected-Last-Msg-Id", expected_last_msg_id)):
-        if value is not None:
-            if not isinstance(value, str) or not value:
-                raise InvalidArgumentError(f"{name} must be a non-empty str, not {value!r}")
-            hdrs[name] = value
-    if expected_stream is not None:
-        hdrs["Nats-Expected-Stream"] = api.check_name("expected_stream", expected_stream)
-    for name, number in (
-        ("Nats-Expected-Last-Sequence", expected_last_seq),
-        ("Nats-Expected-Last-Subject-Sequence", expected_last_subject_seq),
-    ):
-        if number is not None:
-            hdrs[name] = str(whole(name, number, 0))
-    return hdrs
 
 
 __all__ = ["JetStream", "JetStreamAPIError"]

@@ -4,7 +4,10 @@ Bucket ``B`` is the stream ``KV_B`` with subjects ``$KV.B.>``; key ``k`` is
 the subject ``$KV.B.k``; deletes and purges are empty messages with a
 ``KV-Operation`` header (a purge also rolls the subject up with
 ``Nats-Rollup: sub``).  Reads use direct get; watches, ``keys`` and
-``history`` use ordered consumers.
+``history`` use ordered consumers.  A bucket with limit markers (ADR-48,
+server 2.11+) also gets markers from the server, with a
+``Nats-Marker-Reason`` header: MaxAge and Purge read as a purge, Remove as
+a delete.
 
 Runs on the caller's thread; a :class:`KeyValue` may be shared: its only
 mutable state is a cache of checked keys, which threads fill in any order.
@@ -40,6 +43,7 @@ from ..protocol import remember
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
 from .direct import StoredMessage, direct_reply, fixed_delivery, parse_timestamp
+from .msgopts import TTL, ttl_value
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -47,6 +51,9 @@ if TYPE_CHECKING:
 
 PUT, DEL, PURGE = "PUT", "DEL", "PURGE"
 OPERATION_HEADER = "KV-Operation"
+MARKER_REASON_HEADER = "Nats-Marker-Reason"
+#: ADR-48: what a server marker means to a bucket.
+_MARKER_OPERATIONS = {"MaxAge": PURGE, "Purge": PURGE, "Remove": DEL}
 _BUCKET = re.compile(r"^[a-zA-Z0-9_-]+$")
 _KEY = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 _KEY_FILTER = re.compile(r"^[-/_=.a-zA-Z0-9*>]+$")
@@ -90,11 +97,15 @@ class KeyValueStatus(NamedTuple):
     bytes: int
     backing_store: str
     info: api.StreamInfo
+    #: How long the server's markers of removed keys live (0: the bucket has no limit markers).
+    limit_marker_ttl: float = 0.0
 
 
-def _operation(op: str | None) -> str:
-    """The entry's operation from its KV-Operation header (absent: a put)."""
-    return op if op in (DEL, PURGE) else PUT
+def _operation(op: str | None, reason: str | None = None) -> str:
+    """The entry's operation from its KV-Operation header, or a server marker's reason (neither: a put)."""
+    if op in (DEL, PURGE):
+        return op
+    return _MARKER_OPERATIONS.get(reason, PUT) if reason is not None else PUT
 
 
 class KeyValue:
@@ -150,7 +161,7 @@ class KeyValue:
 
     def _entry(self, key: str, stored: StoredMessage) -> KeyValueEntry:
         """The entry get() returns; KeyDeletedError for a delete or purge marker."""
-        operation = _operation(stored.get_header(OPERATION_HEADER))
+        operation = _operation(stored.get_header(OPERATION_HEADER), stored.get_header(MARKER_REASON_HEADER))
         entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation)
         if operation != PUT:
             raise KeyDeletedError(f"key {key!r} was {'deleted' if operation == DEL else 'purged'}", entry)
@@ -173,18 +184,25 @@ class KeyValue:
         check_key(key)
         return self._js.publish(self._prefix + key, value).seq
 
-    def create(self, key: str, value: bytes) -> int:
-        """Set the value only if the key has none (never set, deleted or purged)."""
+    def create(self, key: str, value: bytes, *, ttl: TTL | None = None) -> int:
+        """Set the value only if the key has none (never set, deleted or purged).
+
+        ``ttl`` (whole seconds >= 1, or "never") removes the key after that
+        long, leaving a purge marker (ADR-48: a bucket made with
+        ``limit_marker_ttl``).
+        """
         check_key(key)
+        if ttl is not None:
+            ttl_value("ttl", ttl)
         try:
-            return self._js.publish(self._prefix + key, value, expected_last_subject_seq=0).seq
+            return self._js.publish(self._prefix + key, value, expected_last_subject_seq=0, ttl=ttl).seq
         except WrongLastSequenceError:
             pass
         try:
             self.get(key)
         except KeyDeletedError as deleted:
             try:
-                return self.update(key, value, last=deleted.entry.revision)
+                return self._update(key, value, deleted.entry.revision, ttl)
             except KeyWrongRevisionError:
                 pass
         except KeyNotFoundError:
@@ -193,10 +211,13 @@ class KeyValue:
 
     def update(self, key: str, value: bytes, last: int) -> int:
         """Set the value only if the key's revision is still ``last``."""
+        return self._update(key, value, last, None)
+
+    def _update(self, key: str, value: bytes, last: int, ttl: TTL | None) -> int:
         check_key(key)
         whole("last", last, 0)
         try:
-            return self._js.publish(self._prefix + key, value, expected_last_subject_seq=last).seq
+            return self._js.publish(self._prefix + key, value, expected_last_subject_seq=last, ttl=ttl).seq
         except WrongLastSequenceError as exc:
             raise KeyWrongRevisionError(
                 f"key {key!r} in bucket {self.bucket!r} is not at revision {last}: {exc.description}"
@@ -206,15 +227,17 @@ class KeyValue:
         """Mark the key deleted (history is kept); with ``last``, only if still at that revision."""
         return self._marker(key, Headers({OPERATION_HEADER: DEL}), last)
 
-    def purge(self, key: str, last: int | None = None) -> int:
-        """Delete the key and its history, leaving one purge marker."""
-        return self._marker(key, Headers({OPERATION_HEADER: PURGE, "Nats-Rollup": "sub"}), last)
+    def purge(self, key: str, last: int | None = None, *, ttl: TTL | None = None) -> int:
+        """Delete the key and its history, leaving one purge marker (that lives ``ttl``, when given: ADR-48)."""
+        return self._marker(key, Headers({OPERATION_HEADER: PURGE, "Nats-Rollup": "sub"}), last, ttl)
 
-    def _marker(self, key: str, headers: Headers, last: int | None) -> int:
+    def _marker(self, key: str, headers: Headers, last: int | None, ttl: TTL | None = None) -> int:
         check_key(key)
+        if ttl is not None:
+            ttl_value("ttl", ttl)
         try:
             ack: PubAck = self._js.publish(
-                self._prefix + key, b"", headers=headers, expected_last_subject_seq=last
+                self._prefix + key, b"", headers=headers, expected_last_subject_seq=last, ttl=ttl
             )
         except WrongLastSequenceError as exc:
             raise KeyWrongRevisionError(f"key {key!r} is not at revision {last}: {exc.description}") from None
@@ -258,8 +281,10 @@ class KeyValue:
         cfg = info.config
         history = cfg.max_msgs_per_subject if isinstance(cfg.max_msgs_per_subject, int) else 1
         ttl = float(cfg.max_age) if isinstance(cfg.max_age, float) else 0.0
+        markers = cfg.subject_delete_marker_ttl
         return KeyValueStatus(
-            self.bucket, info.state.messages, history, ttl, info.state.bytes, str(cfg.storage), info
+            self.bucket, info.state.messages, history, ttl, info.state.bytes, str(cfg.storage), info,
+            float(markers) if isinstance(markers, float) else 0.0,
         )
 
 
@@ -309,7 +334,7 @@ class KeyWatcher:
             msg = self._sub.next_msg(timeout=timeout)
             meta = msg.metadata
             key = msg.subject[len(self._kv._prefix) :]
-            op = _operation(msg.headers.get(OPERATION_HEADER))
+            op = _operation(msg.headers.get(OPERATION_HEADER), msg.headers.get(MARKER_REASON_HEADER))
             if meta.num_pending == 0:
                 self._initial_done = True
             if self._ignore_deletes and op != PUT:
@@ -357,8 +382,13 @@ def bucket_config(
     storage: str = "file",
     replicas: int = 1,
     description: str | None = None,
+    limit_marker_ttl: float | None = None,
 ) -> StreamConfig:
-    """The standard stream for a bucket (the layout other NATS clients expect)."""
+    """The standard stream for a bucket (the layout other NATS clients expect).
+
+    ``limit_marker_ttl`` (ADR-48): keys may have TTLs, and a key removed by
+    age leaves a marker that lives that long, so watchers see it go.
+    """
     check_bucket(bucket)
     if whole("history", history) > 64:
         raise InvalidArgumentError(f"history must be 1 to 64, not {history!r}")
@@ -382,6 +412,13 @@ def bucket_config(
     }
     if description is not None:
         fields["description"] = description
+    if limit_marker_ttl is not None:
+        if seconds("limit_marker_ttl", limit_marker_ttl) < api.MIN_MESSAGE_TTL:
+            raise InvalidArgumentError(
+                f"limit_marker_ttl must be at least {api.MIN_MESSAGE_TTL:g} s (server minimum), not {limit_marker_ttl}"
+            )
+        fields["allow_msg_ttl"] = True
+        fields["subject_delete_marker_ttl"] = float(limit_marker_ttl)
     return api.validate_stream_config(StreamConfig(**fields))
 
 

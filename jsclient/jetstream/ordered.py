@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from msgspec import UNSET
 
 from ..backoff import Backoff
@@ -109,7 +108,7 @@ def ordered_config(config: ConsumerConfig | None, idle_heartbeat: float | None) 
     }
     if cfg.inactive_threshold is UNSET:
         fields["inactive_threshold"] = 300.0  # a consumer left behind by a crash goes away
-    return api.validate_consumer_config(msgspec.structs.replace(cfg, **fields))
+    return api.validate_consumer_config(api.replace(cfg, **fields))
 
 
 class OrderedSubscription(Bound):
@@ -184,7 +183,7 @@ class OrderedSubscription(Bound):
             fields.update(
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE.value, opt_start_seq=start + 1, opt_start_time=UNSET
             )
-        cfg = msgspec.structs.replace(self._base, **fields)
+        cfg = api.replace(self._base, **fields)
         try:
             info = self._create(cfg)
         except BaseException:

@@ -14,6 +14,12 @@ none is ever dropped: what arrives after a fetch returned waits in the queue
 for the next one.  A PullSubscription is meant for one consuming thread at a
 time; use one per thread (they may share a durable).
 
+A member of a priority group (ADR-42) names its group in every pull, with
+its thresholds or priority; under ``pinned_client`` it keeps the pin id the
+server gives with a message (``Nats-Pin-Id``) and sends it with every pull,
+and forgets it on a 423 (the server picked another client), pulling again
+without it: the caller sees neither.
+
 Only an ephemeral consumer the library created is deleted on unsubscribe: a
 durable pull consumer is shared by design (several subscriptions, several
 processes), so removing it when one of them leaves would break the others.
@@ -43,16 +49,18 @@ from ..errors import (
 )
 from ..message import Msg
 from ..protocol import check_subscribe_subject
-from . import api
-from .api import AckPolicy, ConsumerConfig
+from . import api, features
+from .api import AckPolicy, ConsumerConfig, PriorityPolicy
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
 from .manager import CONSUME, FETCH, HANDLED, MESSAGE, MessageManager, Verdict
-from .status import status_error
+from .status import Kind, status_error
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
     from .context import JetStream
 
+#: The header with which the server names the pinned client of a group (ADR-42).
+PIN_HEADER = "Nats-Pin-Id"
 #: ``expires`` of a waiting request is the caller's remaining time minus this.
 EXPIRES_MARGIN = 0.1
 _PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartbeat")
@@ -85,9 +93,16 @@ def _check_pull(
 class PullSubscription(Bound):
     """Fetch batches, or iterate with :meth:`messages`, from a pull consumer."""
 
-    def __init__(self, js: JetStream, stream: str, consumer: str, subject: str | None, *, created: bool) -> None:
+    def __init__(
+        self, js: JetStream, stream: str, consumer: str, subject: str | None, *, created: bool,
+        group: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(js, stream, subject, consumer)
         self._delete_on_close = created
+        #: Priority-group fields sent with every pull (group, min_pending, min_ack_pending, priority), or None.
+        self._group = group
+        #: The pin id the server gave this subscription (pinned_client groups), sent while it holds.
+        self.pin_id: str | None = None
         self._inbox = self._conn.new_inbox()
         self._tokens = itertools.count(1)
         self._serials = itertools.count(1)
@@ -117,10 +132,28 @@ class PullSubscription(Bound):
             body["max_bytes"] = max_bytes
         if heartbeat is not None:
             body["idle_heartbeat"] = int(heartbeat * 1e9)
+        if self._group is not None:
+            body.update(self._group)
+            if self.pin_id is not None:
+                body["id"] = self.pin_id
         self._conn.core.publish_message(
             self._next_subject, msgspec.json.encode(body), reply=f"{self._inbox}.{token}", send_now=True
         )
         return token
+
+    def _note_pin(self, msg: Msg) -> None:
+        """A message for a group member: the server names the pinned client with it (ADR-42)."""
+        if msg.header is not None and b"Nats-Pin-Id" in msg.header:
+            pin = msg.headers.get(PIN_HEADER)
+            if pin:
+                self.pin_id = pin
+
+    def _ended(self) -> bool:
+        """The request the last status ended was refused for a stale pin id (423): forget it, ask again."""
+        if self._mm.status.kind is Kind.WRONG_PIN:
+            self.pin_id = None
+            return True
+        return False
 
     def _token_of(self, msg: Msg) -> str:
         return msg.subject[len(self._inbox) + 1 :] if msg.subject.startswith(self._inbox) else ""
@@ -160,15 +193,16 @@ class PullSubscription(Bound):
             ended = self._collect(out, batch, token, deadline, serial)
             if out or ended == "error":
                 return self._finish(out)
-            remaining = deadline - time.monotonic()
-            if remaining <= EXPIRES_MARGIN:
-                return out
-            token = self._pull(
-                batch - len(out), expires=remaining - EXPIRES_MARGIN, no_wait=False, max_bytes=max_bytes,
-                heartbeat=heartbeat,
-            )
-            self._collect(out, batch, token, deadline, serial)
-            return self._finish(out)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= EXPIRES_MARGIN:
+                    return out
+                token = self._pull(
+                    batch - len(out), expires=remaining - EXPIRES_MARGIN, no_wait=False, max_bytes=max_bytes,
+                    heartbeat=heartbeat,
+                )
+                if self._collect(out, batch, token, deadline, serial) != "wrong pin" or out:
+                    return self._finish(out)
         finally:
             self._mm.unwatch()
 
@@ -189,7 +223,11 @@ class PullSubscription(Bound):
             except (TimeoutError, _Interrupted):
                 break
             if mm.judge(msg, FETCH) is MESSAGE:
+                if self._group is not None:
+                    self._note_pin(msg)
                 out.append(msg)
+            elif mm.status.kind is Kind.WRONG_PIN:
+                self.pin_id = None
         return out
 
     def _collect(self, out: list[Msg], batch: int, token: str, deadline: float, serial: int) -> str:
@@ -216,9 +254,15 @@ class PullSubscription(Bound):
                 continue
             verdict = mm.judge(msg, FETCH)
             if verdict is MESSAGE:
+                if self._group is not None:
+                    self._note_pin(msg)
                 out.append(msg)
-            elif verdict is HANDLED or self._token_of(msg) != token:
-                continue  # a heartbeat, or the end of an older request
+            elif verdict is HANDLED:
+                continue  # a heartbeat
+            elif verdict is Verdict.END and self._ended() and self._token_of(msg) == token:
+                return "wrong pin"
+            elif self._token_of(msg) != token:
+                continue  # the end of an older request
             elif verdict is Verdict.END:
                 return "done"
             else:
@@ -293,9 +337,14 @@ class MessageStream:
         self._pending = 0  # messages requested and neither delivered nor expired
         self._stopped = threading.Event()
         self._tokens: dict[str, int] = {}  # outstanding request -> messages it asked for
+        self._watching = False  # this stream's iteration has the subscription's heartbeat watch
 
     def stop(self) -> None:
+        """End the iteration; the heartbeat watch ends now, even if nobody iterates again."""
         self._stopped.set()
+        if self._watching:
+            self._watching = False
+            self._psub._mm.unwatch()
         self._psub._sub._interrupt(_Interrupted("stopped"))
 
     def __enter__(self) -> MessageStream:
@@ -320,6 +369,8 @@ class MessageStream:
 
     def _silent(self) -> None:
         """Watchdog thread: nothing arrived for the alarm time."""
+        if self._stopped.is_set():
+            return
         psub = self._psub
         if self.heartbeat:
             psub._conn.core.report_error(
@@ -334,6 +385,7 @@ class MessageStream:
         mm = psub._mm
         silence = 2 * self.heartbeat if self.heartbeat else self.expires + 1.0
         mm.watch(sub, silence / 2, silence, self._silent)
+        self._watching = True
         try:
             while not self._stopped.is_set():
                 if self._pending < self._refill:
@@ -353,16 +405,19 @@ class MessageStream:
                 verdict = mm.judge(msg, CONSUME)
                 if verdict is MESSAGE:
                     self._pending = max(0, self._pending - 1)
+                    if psub._group is not None:
+                        psub._note_pin(msg)
                     yield msg
                     continue
                 if verdict is HANDLED:
                     continue
+                wrong_pin = verdict is Verdict.END and psub._ended()
                 asked = self._tokens.pop(psub._token_of(msg), None)
                 if asked is None:
                     continue  # a status for a request already forgotten
                 status = mm.status
                 if verdict is Verdict.END:
-                    left = status.pending_msgs if status.pending_msgs is not None else asked
+                    left = asked if wrong_pin or status.pending_msgs is None else status.pending_msgs
                     self._pending = max(0, self._pending - left)
                     continue
                 error = status_error(status)
@@ -373,7 +428,9 @@ class MessageStream:
                     continue
                 raise error
         finally:
-            mm.unwatch()
+            if self._watching:
+                self._watching = False
+                mm.unwatch()
 
 
 def pull_subscribe(
@@ -384,8 +441,15 @@ def pull_subscribe(
     stream: str | None = None,
     consumer: str | None = None,
     config: ConsumerConfig | None = None,
+    group: str | None = None,
+    min_pending: int | None = None,
+    min_ack_pending: int | None = None,
+    priority: int | None = None,
 ) -> PullSubscription:
     """Bind to or create a pull consumer (ADR-13), checking everything before any request."""
+    membership = _membership(group, min_pending, min_ack_pending, priority)
+    if membership is not None:
+        js.require(features.PRIORITY_GROUPS)
     if config is not None and not isinstance(config, ConsumerConfig):
         raise InvalidArgumentError(f"config must be a ConsumerConfig, not {type(config).__name__}")
     user = config if config is not None else ConsumerConfig()
@@ -405,9 +469,52 @@ def pull_subscribe(
     info = find_consumer(js, stream_name, name, must_exist=bool(consumer))
     if info is not None:
         check_bound_consumer(info, subject, None, user, pull=True)
-        return PullSubscription(js, stream_name, info.name, subject, created=False)
+        _check_membership(info.config, membership)
+        return PullSubscription(js, stream_name, info.name, subject, created=False, group=membership)
     fields: dict[str, Any] = {}
     if not name and user.inactive_threshold is UNSET:
         fields["inactive_threshold"] = 300.0  # an ephemeral pull consumer has no interest to expire on
-    info = js.add_consumer(stream_name, creation_config(user, subject, name, **fields))
-    return PullSubscription(js, stream_name, info.name, subject, created=not name)
+    cfg = creation_config(user, subject, name, **fields)
+    _check_membership(cfg, membership)
+    info = js.add_consumer(stream_name, cfg)
+    return PullSubscription(js, stream_name, info.name, subject, created=not name, group=membership)
+
+
+def _membership(
+    group: str | None, min_pending: int | None, min_ack_pending: int | None, priority: int | None
+) -> dict[str, Any] | None:
+    """The priority-group fields of every pull (ADR-42), checked; None for a plain subscription."""
+    if group is None:
+        for name, value in (("min_pending", min_pending), ("min_ack_pending", min_ack_pending),
+                            ("priority", priority)):
+            if value is not None:
+                raise InvalidArgumentError(f"{name} needs group (a priority group of the consumer)")
+        return None
+    fields: dict[str, Any] = {"group": api.check_group(group)}
+    if min_pending is not None:
+        fields["min_pending"] = whole("min_pending", min_pending)
+    if min_ack_pending is not None:
+        fields["min_ack_pending"] = whole("min_ack_pending", min_ack_pending)
+    if priority is not None:
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+            raise InvalidArgumentError(f"priority must be an int from 0 to 9, not {priority!r}")
+        fields["priority"] = priority
+    return fields
+
+
+def _check_membership(cfg: ConsumerConfig, membership: dict[str, Any] | None) -> None:
+    """Refuse, before the first pull, a membership the consumer's priority policy cannot serve."""
+    groups = cfg.priority_groups if isinstance(cfg.priority_groups, list) else []
+    policy = cfg.priority_policy if isinstance(cfg.priority_policy, str) else PriorityPolicy.NONE.value
+    if membership is None:
+        if groups:
+            raise InvalidArgumentError(
+                f"the consumer has priority groups {groups}: every pull needs one (pass group=...)"
+            )
+        return
+    if membership["group"] not in groups:
+        raise InvalidArgumentError(f"group {membership['group']!r} is not one of the consumer's {groups}")
+    if ("min_pending" in membership or "min_ack_pending" in membership) and policy != PriorityPolicy.OVERFLOW:
+        raise InvalidArgumentError(f"min_pending and min_ack_pending need priority_policy overflow, not {policy}")
+    if "priority" in membership and policy != PriorityPolicy.PRIORITIZED:
+        raise InvalidArgumentError(f"priority needs priority_policy prioritized, not {policy}")

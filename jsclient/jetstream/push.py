@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from ..checks import seconds
 from ..errors import (
     ConsumerAlreadyExistsError,
@@ -257,7 +255,7 @@ def subscribe(
     if flow_control:
         overrides["flow_control"] = True
     if overrides:
-        user = msgspec.structs.replace(user, **overrides)
+        user = api.replace(user, **overrides)
     check_push_options(subject, stream, queue, user)
     durable = check_names(durable, consumer, user)
     # ADR-15: an explicit queue subscription without durable or consumer uses the queue name as durable.
