@@ -19,6 +19,8 @@ from benchmarks.clients import raw_recv
 
 PAYLOAD = b"x" * 128
 KEYS = 1000
+#: Messages per atomic batch (the server's default limit is 1,000).
+ATOMIC_BATCH = 1000
 
 
 def jsclient_row(row: str, url: str, n: int) -> float:
@@ -41,6 +43,15 @@ def jsclient_row(row: str, url: str, n: int) -> float:
                     js.publish_async(subject, PAYLOAD)
                 js.publish_async_completed(timeout=300)
             rate = n / (time.perf_counter() - start)
+            js.delete_stream(tag)
+            return rate
+        if row == "js_publish_batch":
+            js.add_stream(name=tag, subjects=[f"bpub.{tag}"], storage="memory", allow_atomic=True)
+            batch = [(f"bpub.{tag}", PAYLOAD)] * ATOMIC_BATCH
+            start = time.perf_counter()
+            for _ in range(n // ATOMIC_BATCH):
+                js.publish_batch(batch)
+            rate = n // ATOMIC_BATCH * ATOMIC_BATCH / (time.perf_counter() - start)
             js.delete_stream(tag)
             return rate
         if row == "push_ack":
@@ -127,7 +138,7 @@ def natspy_row(row: str, url: str, n: int) -> float:
         js = nc.jetstream(timeout=30)
         tag = f"N{os.getpid()}"
         try:
-            if row in ("js_publish", "js_publish_async"):
+            if row in ("js_publish", "js_publish_async", "js_publish_batch"):  # no batches: its async publish
                 await js.add_stream(name=tag, subjects=[f"bpub.{tag}"], storage="memory")
                 subject = f"bpub.{tag}"
                 start = time.perf_counter()

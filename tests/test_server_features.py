@@ -619,3 +619,68 @@ def test_a_prioritized_group_serves_the_lower_priority_first(js: jsclient.JetStr
     for t in threads:
         t.join(10)
     assert results == {0: [b"0", b"1", b"2", b"3", b"4"], 1: []}
+
+
+# -- key-value features of other clients (ADR-8) --------------------------------------------------------
+
+
+def test_watch_a_list_of_filters_updates_only_and_resume(js: jsclient.JetStream) -> None:
+    kv = js.create_key_value("watchkv", history=5)
+    r1 = kv.put("a.1", b"1")
+    kv.put("b.1", b"2")
+    kv.put("c.1", b"3")
+    with kv.watch(["a.>", "c.>"]) as watcher:
+        assert sorted(e.key for e in watcher.initial()) == ["a.1", "c.1"]
+        kv.put("b.2", b"not watched")
+        kv.put("c.2", b"4")
+        live = watcher.next(timeout=5)
+        assert live is not None and (live.key, live.value) == ("c.2", b"4")
+    with kv.watch(updates_only=True) as watcher:
+        kv.put("a.1", b"5")
+        first = watcher.next(timeout=5)  # no current values and no None: the change itself
+        assert first is not None and (first.key, first.value) == ("a.1", b"5")
+    with kv.watch(resume_from_revision=r1 + 1) as watcher:
+        resumed = [(e.key, e.revision) for e in watcher.initial()]
+        assert resumed[0] == ("b.1", r1 + 1) and len(resumed) == 5  # everything from that revision on
+    for kwargs, fragment in (
+        ({"updates_only": True, "include_history": True}, "updates_only cannot be combined with include_history"),
+        ({"include_history": True, "resume_from_revision": 1}, "include_history cannot be combined"),
+        ({"resume_from_revision": 0}, "resume_from_revision must be an int >= 1"),
+        ({"keys": []}, "non-empty list"),
+        ({"keys": ["a", "bad key"]}, "bad key"),
+        ({"updates_only": "yes"}, "updates_only must be True or False"),
+    ):
+        with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
+            kv.watch(**kwargs)  # type: ignore[arg-type]
+
+
+def test_purge_deletes_keeps_young_markers(js: jsclient.JetStream) -> None:
+    kv = js.create_key_value("pdkv", history=5)
+    for key in ("gone", "also", "live"):
+        kv.put(key, b"1")
+        kv.put(key, b"2")
+    kv.delete("gone")
+    kv.purge("also")
+    assert kv.purge_deletes() == 2  # both markers are young: they stay, alone
+    with pytest.raises(jsclient.KeyDeletedError):
+        kv.get("gone")
+    assert len(kv.history("gone")) == 1 and kv.history("live")[-1].value == b"2"
+    assert kv.purge_deletes(older_than=-1) == 2  # now every marker goes
+    with pytest.raises(jsclient.KeyNotFoundError) as info:
+        kv.get("gone")
+    assert not isinstance(info.value, jsclient.KeyDeletedError)
+    assert kv.keys() == ["live"] and kv.status().values == 2
+
+
+def test_buckets_are_listed_and_updated(js: jsclient.JetStream) -> None:
+    js.create_key_value("lista", compression=True)
+    js.create_key_value("listb", history=3)
+    js.add_stream(name="NOTKV", subjects=["notkv"])
+    assert js.key_value_names() == ["lista", "listb"]
+    statuses = js.key_values()
+    assert [(s.bucket, s.history) for s in statuses] == [("lista", 1), ("listb", 3)]
+    assert statuses[0].info.config.compression == "s2"
+    js.update_key_value("listb", history=10, description="more history")
+    assert js.key_value("listb").status().history == 10
+    with pytest.raises(jsclient.InvalidArgumentError, match="unknown bucket option"):
+        js.update_key_value("listb", histroy=2)

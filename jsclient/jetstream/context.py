@@ -49,7 +49,7 @@ from .api import (
 )
 from .batch import AtomicBatch, BatchAck
 from .direct import DirectBatch, StoredMessage, direct_get, direct_get_batch, direct_get_last_for_subjects
-from .kv import KeyValue, bucket_config, check_bucket, open_bucket
+from .kv import BUCKET_OPTIONS, KeyValue, KeyValueStatus, bucket_config, bucket_status, check_bucket, open_bucket
 from .ordered import OrderedSubscription, subscribe_ordered
 from .pull import PullSubscription, pull_subscribe
 from .push import PushSubscription
@@ -335,14 +335,36 @@ class JetStream:
         max_value_size: int | None = None,
         description: str | None = None,
         limit_marker_ttl: float | None = None,
+        compression: bool = False,
     ) -> KeyValue:
         """Create a bucket (or bind to an identical one); ``limit_marker_ttl`` enables key TTLs (2.11+)."""
         config = bucket_config(
             bucket, history=history, ttl=ttl, max_bytes=max_bytes, max_value_size=max_value_size,
             storage=storage, replicas=replicas, description=description, limit_marker_ttl=limit_marker_ttl,
+            compression=compression,
         )
         self.add_stream(config)
         return KeyValue(self, bucket, direct=True)
+
+    def update_key_value(self, bucket: str, **options: Any) -> KeyValue:
+        """Change a bucket: ``options`` are create_key_value's, and the ones not given take their defaults."""
+        unknown = sorted(set(options) - BUCKET_OPTIONS)
+        if unknown:
+            raise InvalidArgumentError(f"unknown bucket option(s): {', '.join(unknown)}")
+        self.update_stream(bucket_config(bucket, **options))
+        return KeyValue(self, bucket, direct=True)
+
+    def key_value_names(self) -> list[str]:
+        """The buckets of this account (streams named KV_<bucket> on $KV.<bucket>.>)."""
+        return sorted(name[3:] for name in self.stream_names(subject="$KV.*.>") if name.startswith("KV_"))
+
+    def key_values(self) -> list[KeyValueStatus]:
+        """The status of every bucket, from one stream listing."""
+        return sorted(
+            (bucket_status(info.config.name[3:], info) for info in self.streams(subject="$KV.*.>")
+             if isinstance(info.config.name, str) and info.config.name.startswith("KV_")),
+            key=lambda status: status.bucket,
+        )
 
     def key_value(self, bucket: str) -> KeyValue:
         """Bind to an existing bucket (BucketNotFoundError if there is none)."""
@@ -529,12 +551,9 @@ class JetStream:
         A 503 (no stream answered, as during a leader election) is retried a
         few times with backoff before NoStreamResponseError.
         """
-        hdrs = self._publish_headers(
-            subject,
-            headers,
-            (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
-             schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone),
-        )
+        options = (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
+                   schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone)
+        hdrs = headers if options == _NO_OPTIONS else self._publish_headers(subject, headers, options)
         wait = timeout or self.timeout
         request = self.conn.request
         try:
@@ -551,10 +570,9 @@ class JetStream:
         ``options`` is (msg_id, expected_stream, expected_last_seq,
         expected_last_subject_seq, expected_last_msg_id, ttl, schedule,
         schedule_target, schedule_source, schedule_ttl, schedule_time_zone):
-        one tuple, so the common publish without any costs one comparison.
+        one tuple, which the callers compare with ``_NO_OPTIONS`` first: the
+        common publish without any costs one comparison and no call.
         """
-        if options == _NO_OPTIONS:
-            return headers
         (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
          schedule, target, source, schedule_ttl, time_zone) = options
         hdrs = Headers(headers) if headers is not None else Headers()
@@ -628,12 +646,9 @@ class JetStream:
         leader), before the future fails with NoStreamResponseError.  ``ttl``
         and the schedule options are those of :meth:`publish`.
         """
-        hdrs = self._publish_headers(
-            subject,
-            headers,
-            (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
-             schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone),
-        )
+        options = (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
+                   schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone)
+        hdrs = headers if options == _NO_OPTIONS else self._publish_headers(subject, headers, options)
         wait = self.timeout if timeout is None else seconds("timeout", timeout)
         retries = whole("retry_on_no_responders", retry_on_no_responders, 0)
         cond = self._pending_cond

@@ -17,6 +17,7 @@ A :class:`KeyWatcher` belongs to the thread that reads it.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -246,15 +247,43 @@ class KeyValue:
     # -- scanning ----------------------------------------------------------------------
     def watch(
         self,
-        keys: str = ">",
+        keys: str | list[str] = ">",
         *,
         include_history: bool = False,
         ignore_deletes: bool = False,
         meta_only: bool = False,
+        updates_only: bool = False,
+        resume_from_revision: int | None = None,
     ) -> KeyWatcher:
-        """Updates for matching keys: current values first, then ``None`` once, then live changes."""
-        check_key(keys, allow_wildcards=True)
-        return KeyWatcher(self, keys, include_history, ignore_deletes, meta_only)
+        """Updates for matching keys: current values first, then ``None`` once, then live changes.
+
+        ``keys`` is one filter or a list of them.  ``updates_only`` skips the
+        current values (and the ``None``); ``resume_from_revision`` starts at
+        that revision, every entry from there on counting as initial.
+        """
+        filters = [keys] if isinstance(keys, str) else keys
+        if not isinstance(filters, list) or not filters:
+            raise InvalidArgumentError(f"keys must be a key filter or a non-empty list of them, not {keys!r}")
+        for key in filters:
+            check_key(key, allow_wildcards=True)
+        for name, flag in (("include_history", include_history), ("ignore_deletes", ignore_deletes),
+                           ("meta_only", meta_only), ("updates_only", updates_only)):
+            if not isinstance(flag, bool):
+                raise InvalidArgumentError(f"{name} must be True or False, not {flag!r}")
+        if resume_from_revision is not None:
+            whole("resume_from_revision", resume_from_revision)
+        if updates_only and (include_history or resume_from_revision is not None):
+            other = "include_history" if include_history else "resume_from_revision"
+            raise InvalidArgumentError(f"updates_only cannot be combined with {other}")
+        if include_history and resume_from_revision is not None:
+            raise InvalidArgumentError("include_history cannot be combined with resume_from_revision")
+        if resume_from_revision is not None:
+            start = {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE.value, "opt_start_seq": resume_from_revision}
+        elif updates_only:
+            start = {"deliver_policy": DeliverPolicy.NEW.value}
+        else:
+            start = {"deliver_policy": (DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT).value}
+        return KeyWatcher(self, filters, start, ignore_deletes=ignore_deletes, meta_only=meta_only)
 
     def keys(self, filter: str = ">") -> list[str]:  # noqa: A002 - the natural name
         """Keys that currently have a value."""
@@ -267,6 +296,25 @@ class KeyValue:
                     found.pop(entry.key, None)
         return list(found)
 
+    def purge_deletes(self, older_than: float = 1800.0) -> int:
+        """Remove deleted and purged keys' markers older than ``older_than`` seconds (with what remains
+        of their history); younger markers stay, alone, so watchers still see those keys go.
+        Returns how many keys were cleaned.  A negative ``older_than`` removes every marker."""
+        if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) or older_than != older_than:
+            raise InvalidArgumentError(f"older_than must be a number of seconds, not {older_than!r}")
+        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=older_than)
+        markers: dict[str, KeyValueEntry] = {}
+        with self.watch(">", meta_only=True) as watcher:
+            for entry in watcher.initial():
+                if entry.operation == PUT:
+                    markers.pop(entry.key, None)
+                else:
+                    markers[entry.key] = entry
+        for key, entry in markers.items():
+            old = entry.created is None or entry.created < cutoff
+            self._js.purge_stream(self.stream, subject=self._prefix + key, keep=None if old else 1)
+        return len(markers)
+
     def history(self, key: str) -> list[KeyValueEntry]:
         """Every retained entry of the key, oldest first (deletes and purges included)."""
         check_key(key)
@@ -277,15 +325,7 @@ class KeyValue:
         return entries
 
     def status(self) -> KeyValueStatus:
-        info = self._js.stream_info(self.stream)
-        cfg = info.config
-        history = cfg.max_msgs_per_subject if isinstance(cfg.max_msgs_per_subject, int) else 1
-        ttl = float(cfg.max_age) if isinstance(cfg.max_age, float) else 0.0
-        markers = cfg.subject_delete_marker_ttl
-        return KeyValueStatus(
-            self.bucket, info.state.messages, history, ttl, info.state.bytes, str(cfg.storage), info,
-            float(markers) if isinstance(markers, float) else 0.0,
-        )
+        return bucket_status(self.bucket, self._js.stream_info(self.stream))
 
 
 def _with_delivery_headers(
@@ -305,18 +345,24 @@ def _with_delivery_headers(
 class KeyWatcher:
     """``next(timeout)`` gives entries; ``None`` once marks the end of the initial values."""
 
-    def __init__(self, kv: KeyValue, keys: str, include_history: bool, ignore_deletes: bool, meta_only: bool) -> None:
+    def __init__(
+        self, kv: KeyValue, keys: list[str], start: dict[str, Any], *, ignore_deletes: bool, meta_only: bool
+    ) -> None:
         self._kv = kv
         self._ignore_deletes = ignore_deletes
         js = kv._js
-        policy = DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
-        config = ConsumerConfig(deliver_policy=policy.value, headers_only=True if meta_only else UNSET)
-        self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]
-            kv._prefix + keys, stream=kv.stream, ordered=True, config=config
+        subjects = [kv._prefix + key for key in keys]
+        config = ConsumerConfig(
+            **start,
+            headers_only=True if meta_only else UNSET,
+            filter_subjects=subjects if len(subjects) > 1 else UNSET,
         )
-        pending = self._initial_pending()
-        self._initial_done = pending == 0
-        self._marker_sent = False
+        self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]
+            subjects[0] if len(subjects) == 1 else None, stream=kv.stream, ordered=True, config=config
+        )
+        updates_only = start["deliver_policy"] == DeliverPolicy.NEW.value
+        self._initial_done = updates_only or self._initial_pending() == 0
+        self._marker_sent = updates_only  # only live changes: no initial values to mark the end of
 
     def _initial_pending(self) -> int:
         try:
@@ -383,6 +429,7 @@ def bucket_config(
     replicas: int = 1,
     description: str | None = None,
     limit_marker_ttl: float | None = None,
+    compression: bool = False,
 ) -> StreamConfig:
     """The standard stream for a bucket (the layout other NATS clients expect).
 
@@ -412,6 +459,10 @@ def bucket_config(
     }
     if description is not None:
         fields["description"] = description
+    if not isinstance(compression, bool):
+        raise InvalidArgumentError(f"compression must be True or False, not {compression!r}")
+    if compression:
+        fields["compression"] = "s2"
     if limit_marker_ttl is not None:
         if seconds("limit_marker_ttl", limit_marker_ttl) < api.MIN_MESSAGE_TTL:
             raise InvalidArgumentError(
@@ -420,6 +471,22 @@ def bucket_config(
         fields["allow_msg_ttl"] = True
         fields["subject_delete_marker_ttl"] = float(limit_marker_ttl)
     return api.validate_stream_config(StreamConfig(**fields))
+
+
+def bucket_status(bucket: str, info: api.StreamInfo) -> KeyValueStatus:
+    """A bucket's status from its stream's info."""
+    cfg = info.config
+    history = cfg.max_msgs_per_subject if isinstance(cfg.max_msgs_per_subject, int) else 1
+    ttl = float(cfg.max_age) if isinstance(cfg.max_age, float) else 0.0
+    markers = cfg.subject_delete_marker_ttl
+    return KeyValueStatus(
+        bucket, info.state.messages, history, ttl, info.state.bytes, str(cfg.storage), info,
+        float(markers) if isinstance(markers, float) else 0.0,
+    )
+
+
+#: The options of a bucket (create_key_value's, which update_key_value takes too).
+BUCKET_OPTIONS = frozenset(inspect.signature(bucket_config).parameters) - {"bucket"}
 
 
 def open_bucket(js: JetStream, bucket: str) -> KeyValue:
