@@ -58,6 +58,7 @@ JS_MODULE = "benchmarks.js_clients"
 JS_ROWS = [
     Row("js_publish", "js.publish (await each ack) msgs/s", 20_000, JS_RAW, 2.5, JS_MODULE),
     Row("js_publish_async", "js.publish_async (window) msgs/s", 100_000, JS_RAW, 3.0, JS_MODULE),
+    Row("js_publish_stream", "fast-ingest publish_stream (nats-py: async) msgs/s", 200_000, JS, None, JS_MODULE),
     Row("js_publish_batch", "atomic batch of 1000 (nats-py: async) msgs/s", 100_000, JS, None, JS_MODULE),
     Row("push_ack", "push next_msg + ack msgs/s", 100_000, JS, 3.0, JS_MODULE),
     Row("fetch_ack", "pull fetch(500) + ack msgs/s", 200_000, JS, 3.0, JS_MODULE),

@@ -45,6 +45,14 @@ def jsclient_row(row: str, url: str, n: int) -> float:
             rate = n / (time.perf_counter() - start)
             js.delete_stream(tag)
             return rate
+        if row == "js_publish_stream":
+            js.add_stream(name=tag, subjects=[f"bpub.{tag}"], storage="memory", allow_batched=True)
+            subject = f"bpub.{tag}"
+            start = time.perf_counter()
+            ack = js.publish_stream((subject, PAYLOAD) for _ in range(n))
+            rate = ack.count / (time.perf_counter() - start)
+            js.delete_stream(tag)
+            return rate
         if row == "js_publish_batch":
             js.add_stream(name=tag, subjects=[f"bpub.{tag}"], storage="memory", allow_atomic=True)
             batch = [(f"bpub.{tag}", PAYLOAD)] * ATOMIC_BATCH
@@ -138,7 +146,7 @@ def natspy_row(row: str, url: str, n: int) -> float:
         js = nc.jetstream(timeout=30)
         tag = f"N{os.getpid()}"
         try:
-            if row in ("js_publish", "js_publish_async", "js_publish_batch"):  # no batches: its async publish
+            if row in ("js_publish", "js_publish_async", "js_publish_batch", "js_publish_stream"):  # no batches: async
                 await js.add_stream(name=tag, subjects=[f"bpub.{tag}"], storage="memory")
                 subject = f"bpub.{tag}"
                 start = time.perf_counter()

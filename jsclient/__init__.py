@@ -23,6 +23,7 @@ from .errors import (
     CounterError,
     DirectGetDisabledError,
     Error,
+    FastBatchError,
     FeatureNotSupportedError,
     ForkedConnectionError,
     HeartbeatsMissedError,
@@ -59,6 +60,7 @@ from .errors import (
 from .headers import Headers
 from .jetstream.batch import AtomicBatch, BatchAck
 from .jetstream.context import JetStream
+from .jetstream.fastbatch import FastBatchAck
 from .jetstream.kv import KeyValue
 from .message import Msg
 from .options import Options
@@ -85,6 +87,8 @@ __all__ = [
     "CounterError",
     "DirectGetDisabledError",
     "Error",
+    "FastBatchAck",
+    "FastBatchError",
     "FeatureNotSupportedError",
     "ForkedConnectionError",
     "Headers",

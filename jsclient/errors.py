@@ -284,6 +284,32 @@ class ScheduleError(JetStreamAPIError):
     """A message schedule the stream refused (schedules off, or a pattern, target or header it does not allow)."""
 
 
+class FastBatchError(BatchPublishError):
+    """A fast-ingest batch (``gaps="fail"``) ended before all its messages were stored.
+
+    ``ack`` is the batch's final ack when the server sent one (the first
+    ``ack.count`` messages are stored, in order), ``sent`` how many messages
+    went out, ``gaps`` the (first lost, next received) batch sequences and
+    ``errors`` the (batch sequence, error) the server reported.
+    """
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        ack: Any = None,
+        sent: int = 0,
+        gaps: list[tuple[int, int]] | None = None,
+        errors: list[tuple[int, JetStreamAPIError]] | None = None,
+    ) -> None:
+        first = errors[0][1] if errors else None
+        super().__init__(first.code if first else 0, first.err_code if first else 0, description)
+        self.ack = ack
+        self.sent = sent
+        self.gaps = gaps or []
+        self.errors = errors or []
+
+
 class NoStreamResponseError(JetStreamError):
     """A JetStream publish reached no stream (no stream listens on the subject)."""
 
@@ -317,6 +343,11 @@ API_ERRORS: dict[int, type[JetStreamAPIError]] = {
     10200: BatchPublishError,  # commit header neither 1 nor eob
     10201: BatchDuplicateMsgIdError,
     10210: BatchTooManyInflightError,
+    10205: BatchNotEnabledError,  # fast-ingest batches off on the stream
+    10206: BatchPublishError,  # fast-ingest reply pattern invalid
+    10207: BatchPublishError,  # fast-ingest id invalid
+    10208: BatchPublishError,  # fast-ingest id unknown (abandoned after 10 s of silence)
+    10211: BatchTooManyInflightError,
     10185: FeatureNotSupportedError,
     10165: MessageTTLError,
     10166: MessageTTLError,

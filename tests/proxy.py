@@ -2,9 +2,10 @@
 
 Used only to inject what a real nats-server will not produce on demand (a
 dropped delivery, an unknown status, garbage bytes); every test that uses it
-says so.  Client-to-server bytes pass unchanged.  Server-to-client bytes are
-split into protocol frames and each frame goes through ``filter(frame)``,
-which returns the bytes to forward (the frame, nothing, or something else).
+says so.  Server-to-client bytes are split into protocol frames and each
+frame goes through ``filter(frame)``, which returns the bytes to forward
+(the frame, nothing, or something else).  Client-to-server bytes pass
+unchanged unless an ``upstream`` filter is given (a lost publish).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def split_frames(buf: bytearray) -> list[bytes]:
             return frames
         line = bytes(buf[:nl])
         op = line.split(b" ", 1)[0].upper()
-        if op in (b"MSG", b"HMSG"):
+        if op in (b"MSG", b"HMSG", b"PUB", b"HPUB"):
             size = int(line.split()[-1])
             end = nl + 2 + size + 2
             if len(buf) < end:
@@ -51,9 +52,12 @@ def rewrite_status(frame: bytes, old: bytes, new: bytes) -> bytes:
 class FrameProxy:
     """Listens on 127.0.0.1; each accepted client gets its own upstream connection."""
 
-    def __init__(self, upstream: tuple[str, int], frame_filter: Filter | None = None) -> None:
+    def __init__(
+        self, upstream: tuple[str, int], frame_filter: Filter | None = None, *, upstream_filter: Filter | None = None
+    ) -> None:
         self.upstream = upstream
         self.filter: Filter = frame_filter or (lambda frame: frame)
+        self.upstream_filter = upstream_filter
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
@@ -82,11 +86,18 @@ class FrameProxy:
             threading.Thread(target=self._pipe_down, args=(server, client), daemon=True).start()
 
     def _pipe_up(self, src: socket.socket, dst: socket.socket) -> None:
+        buf = bytearray()
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
                 with self._sent_lock:
                     self.sent += data
-                dst.sendall(data)
+                if self.upstream_filter is None:
+                    dst.sendall(data)
+                    continue
+                buf += data
+                out = b"".join(self.upstream_filter(frame) for frame in split_frames(buf))
+                if out:
+                    dst.sendall(out)
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
 

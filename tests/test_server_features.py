@@ -171,6 +171,7 @@ def old_js() -> Iterator[tuple[jsclient.JetStream, FrameProxy]]:
         (lambda js: js.reset_consumer("OLD", "D"), "consumer reset needs nats-server 2.14"),
         (lambda js: js.unpin_consumer("OLD", "D", "g"), "priority groups needs"),
         (lambda js: js.pull_subscribe("old.>", "D", group="g"), "priority groups needs"),
+        (lambda js: js.publish_stream([("old.a", b"1")]), "fast-ingest batch publish needs nats-server 2.14"),
     ],
 )
 def test_a_feature_the_server_lacks_is_refused_before_sending(

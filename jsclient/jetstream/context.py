@@ -37,7 +37,7 @@ from ..errors import (
 from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
 from ..protocol import check_publish_subject, check_subscribe_subject
-from . import api, batch, features, msgopts
+from . import api, batch, fastbatch, features, msgopts
 from .api import (
     AccountInfo,
     ConsumerConfig,
@@ -765,6 +765,31 @@ class JetStream:
         is sent.  The stream needs ``allow_atomic=True`` (server 2.12+).
         """
         return batch.publish_batch(self, messages, timeout=timeout, batch_id=batch_id)
+
+    def publish_stream(
+        self,
+        messages: Iterable[Any],
+        *,
+        gaps: str = "fail",
+        flow: int = fastbatch.DEFAULT_FLOW,
+        outstanding_acks: int = 2,
+        timeout: float | None = None,
+    ) -> fastbatch.FastBatchAck:
+        """Publish any number of messages as one fast-ingest batch (ADR-50, server 2.14+).
+
+        ``messages`` are (subject, data) pairs or mappings with subject, data,
+        headers, msg_id, from any iterable (a generator streams).  The stream
+        needs ``allow_batched``.  The server sets the pace: an ack every
+        ``flow`` messages at most, and the publisher waits when
+        ``outstanding_acks`` acks are due.  With ``gaps="fail"`` (the default)
+        every message is stored, in order, or FastBatchError says how many
+        were; with ``gaps="ok"`` lost or refused messages are reported in the
+        returned ack and the batch goes on.  ``timeout`` bounds each wait for
+        the server.
+        """
+        return fastbatch.publish_stream(
+            self, messages, gaps=gaps, flow=flow, outstanding_acks=outstanding_acks, timeout=timeout
+        )
 
     def atomic_batch(self, timeout: float | None = None) -> AtomicBatch:
         """``with js.atomic_batch() as b: b.add(subject, data)``: commits on exit, sends nothing on an error."""
