@@ -373,7 +373,7 @@ def cmd_kv(args: argparse.Namespace) -> int:
     with connection(args) as nc:
         js = nc.jetstream()
         if args.action == "add":
-            js.create_key_value(args.bucket, history=args.history)
+            js.create_key_value(args.bucket, history=args.history, limit_marker_ttl=args.limit_marker_ttl)
             _out(args, {"bucket": args.bucket}, f"bucket {args.bucket} ready")
             return EXIT_OK
         kv = js.key_value(args.bucket)
@@ -382,7 +382,10 @@ def cmd_kv(args: argparse.Namespace) -> int:
             _out(args, {"key": entry.key, "value": entry.value, "revision": entry.revision},
                  entry.value.decode(errors="replace"))
         elif args.action == "put":
-            rev = kv.put(args.key, args.value.encode())
+            if args.ttl is None:
+                rev = kv.put(args.key, args.value.encode())
+            else:  # ADR-48 allows a TTL only where the key gets its first value
+                rev = kv.create(args.key, args.value.encode(), ttl=args.ttl)
             _out(args, {"key": args.key, "revision": rev}, f"{args.key} = {args.value} (revision {rev})")
         elif args.action == "del":
             kv.delete(args.key)
@@ -590,6 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key", nargs="?")
     p.add_argument("value", nargs="?")
     p.add_argument("--history", type=int, default=1)
+    p.add_argument("--limit-marker-ttl", type=float, help="add: keys may have TTLs; markers live this long (2.11+)")
+    p.add_argument("--ttl", type=int, help="put: the key expires after this many seconds (only a key without a value)")
     p.set_defaults(func=cmd_kv)
 
     p = sub.add_parser("bench", parents=[common], help="quick throughput checks")

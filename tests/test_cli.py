@@ -167,3 +167,26 @@ def test_counter_and_consumer_pause_commands(server: NatsServer, capsys: pytest.
     assert code == EXIT_USAGE and "needs the consumer's name" in err
     code, _, err = run(capsys, "consumer", "unpin", "FEAT", "w", "--group", "g", *s)
     assert code == EXIT_ERROR and err  # not a priority-group consumer: the server's error, one line
+
+
+def test_kv_ttl_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    s = ["--server", server.url]
+    assert run(capsys, "kv", "add", "clittl", "--limit-marker-ttl", "60", *s)[0] == EXIT_OK
+    code, out, _ = run(capsys, "kv", "put", "clittl", "session", "abc", "--ttl", "1", *s)
+    assert code == EXIT_OK and "session = abc" in out
+    code, _, err = run(capsys, "kv", "put", "clittl", "session", "again", "--ttl", "5", *s)
+    assert code == EXIT_ERROR and "already exists" in err  # a TTL only with the first value (ADR-48)
+    code, _, err = run(capsys, "kv", "put", "clittl", "other", "x", "--ttl", "0", *s)
+    assert code == EXIT_USAGE and "ttl must be at least 1 s" in err
+    with jsclient.connect(server.url) as nc:
+        kv = nc.jetstream().key_value("clittl")
+        assert kv.status().limit_marker_ttl == 60.0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                kv.get("session")
+            except jsclient.KeyDeletedError:
+                break
+            time.sleep(0.1)
+        with pytest.raises(jsclient.KeyDeletedError):
+            kv.get("session")

@@ -637,8 +637,9 @@ def test_watch_a_list_of_filters_updates_only_and_resume(js: jsclient.JetStream)
         live = watcher.next(timeout=5)
         assert live is not None and (live.key, live.value) == ("c.2", b"4")
     with kv.watch(updates_only=True) as watcher:
+        assert watcher.next(timeout=5) is None  # no current values: their end comes at once (ADR-8)
         kv.put("a.1", b"5")
-        first = watcher.next(timeout=5)  # no current values and no None: the change itself
+        first = watcher.next(timeout=5)  # then the change itself
         assert first is not None and (first.key, first.value) == ("a.1", b"5")
     with kv.watch(resume_from_revision=r1 + 1) as watcher:
         resumed = [(e.key, e.revision) for e in watcher.initial()]
@@ -685,3 +686,36 @@ def test_buckets_are_listed_and_updated(js: jsclient.JetStream) -> None:
     assert js.key_value("listb").status().history == 10
     with pytest.raises(jsclient.InvalidArgumentError, match="unknown bucket option"):
         js.update_key_value("listb", histroy=2)
+
+
+def test_mirror_and_sourced_buckets(js: jsclient.JetStream) -> None:
+    origin = js.create_key_value("origin", history=3)
+    origin.put("a", b"1")
+    copy = js.create_key_value("copy", mirror="origin")
+    _wait_for(lambda: _value(copy, "a") == b"1")
+    copy.put("b", b"2")  # a mirror's writes go to its origin, and come back mirrored
+    assert origin.get("b").value == b"2"
+    _wait_for(lambda: _value(copy, "b") == b"2")
+    bound = js.key_value("copy")
+    assert bound.origin == "origin" and sorted(bound.keys()) == ["a", "b"]
+    with bound.watch("a") as watcher:
+        first = watcher.next(timeout=5)
+        assert first is not None and (first.key, first.value) == ("a", b"1")
+    east, west = js.create_key_value("east"), js.create_key_value("west")
+    east.put("x", b"from east")
+    west.put("y", b"from west")
+    both = js.create_key_value("both", sources=["east", "west"])
+    _wait_for(lambda: _value(both, "x") == b"from east" and _value(both, "y") == b"from west")
+    assert sorted(both.keys()) == ["x", "y"]
+    assert js.key_value_names() == ["both", "copy", "east", "origin", "west"]  # the mirror has no subjects
+    with pytest.raises(jsclient.InvalidArgumentError, match="a mirror bucket cannot have sources"):
+        js.create_key_value("bad", mirror="origin", sources=["east"])
+    with pytest.raises(jsclient.InvalidArgumentError, match="bucket"):
+        js.create_key_value("bad", sources=["no such.bucket"])
+
+
+def _value(kv: jsclient.KeyValue, key: str) -> bytes | None:
+    try:
+        return kv.get(key).value
+    except jsclient.KeyNotFoundError:
+        return None

@@ -336,15 +336,22 @@ class JetStream:
         description: str | None = None,
         limit_marker_ttl: float | None = None,
         compression: bool = False,
+        mirror: str | None = None,
+        sources: list[str] | None = None,
     ) -> KeyValue:
-        """Create a bucket (or bind to an identical one); ``limit_marker_ttl`` enables key TTLs (2.11+)."""
+        """Create a bucket (or bind to an identical one); ``limit_marker_ttl`` enables key TTLs (2.11+).
+
+        ``mirror="b"`` makes a read-only copy of bucket ``b`` (reads are served
+        by the copy; writes go to ``b``); ``sources=["a", "b"]`` copies the keys
+        of those buckets into this one.
+        """
         config = bucket_config(
             bucket, history=history, ttl=ttl, max_bytes=max_bytes, max_value_size=max_value_size,
             storage=storage, replicas=replicas, description=description, limit_marker_ttl=limit_marker_ttl,
-            compression=compression,
+            compression=compression, mirror=mirror, sources=sources,
         )
         self.add_stream(config)
-        return KeyValue(self, bucket, direct=True)
+        return KeyValue(self, bucket, direct=True, origin=mirror)
 
     def update_key_value(self, bucket: str, **options: Any) -> KeyValue:
         """Change a bucket: ``options`` are create_key_value's, and the ones not given take their defaults."""
@@ -352,16 +359,16 @@ class JetStream:
         if unknown:
             raise InvalidArgumentError(f"unknown bucket option(s): {', '.join(unknown)}")
         self.update_stream(bucket_config(bucket, **options))
-        return KeyValue(self, bucket, direct=True)
+        return KeyValue(self, bucket, direct=True, origin=options.get("mirror"))
 
     def key_value_names(self) -> list[str]:
-        """The buckets of this account (streams named KV_<bucket> on $KV.<bucket>.>)."""
-        return sorted(name[3:] for name in self.stream_names(subject="$KV.*.>") if name.startswith("KV_"))
+        """The buckets of this account: streams named KV_<bucket> (mirrors, which have no subjects, too)."""
+        return sorted(name[3:] for name in self.stream_names() if name.startswith("KV_"))
 
     def key_values(self) -> list[KeyValueStatus]:
         """The status of every bucket, from one stream listing."""
         return sorted(
-            (bucket_status(info.config.name[3:], info) for info in self.streams(subject="$KV.*.>")
+            (bucket_status(info.config.name[3:], info) for info in self.streams()
              if isinstance(info.config.name, str) and info.config.name.startswith("KV_")),
             key=lambda status: status.bucket,
         )

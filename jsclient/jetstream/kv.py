@@ -112,11 +112,13 @@ def _operation(op: str | None, reason: str | None = None) -> str:
 class KeyValue:
     """One bucket.  Get it from ``js.create_key_value`` or ``js.key_value``."""
 
-    def __init__(self, js: JetStream, bucket: str, direct: bool) -> None:
+    def __init__(self, js: JetStream, bucket: str, direct: bool, *, origin: str | None = None) -> None:
         self._js = js
         self.bucket = bucket
         self.stream = f"KV_{bucket}"
-        self._prefix = f"$KV.{bucket}."
+        #: The bucket this one mirrors: its keys keep the origin's subjects, and writes go to the origin.
+        self.origin = origin
+        self._prefix = f"$KV.{origin or bucket}."
         self._direct = direct
         #: key -> its direct-get subject, for keys already checked (a cache: losing it costs a check).
         self._last_requests: dict[str, str] = {}
@@ -257,9 +259,9 @@ class KeyValue:
     ) -> KeyWatcher:
         """Updates for matching keys: current values first, then ``None`` once, then live changes.
 
-        ``keys`` is one filter or a list of them.  ``updates_only`` skips the
-        current values (and the ``None``); ``resume_from_revision`` starts at
+        ``keys`` is one filter or a list of them.  ``resume_from_revision`` starts at
         that revision, every entry from there on counting as initial.
+        ``updates_only`` skips the current values: the ``None`` comes at once.
         """
         filters = [keys] if isinstance(keys, str) else keys
         if not isinstance(filters, list) or not filters:
@@ -360,9 +362,10 @@ class KeyWatcher:
         self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]
             subjects[0] if len(subjects) == 1 else None, stream=kv.stream, ordered=True, config=config
         )
+        # Only live changes: no initial values, so the end of them (None) comes first (ADR-8).
         updates_only = start["deliver_policy"] == DeliverPolicy.NEW.value
         self._initial_done = updates_only or self._initial_pending() == 0
-        self._marker_sent = updates_only  # only live changes: no initial values to mark the end of
+        self._marker_sent = False
 
     def _initial_pending(self) -> int:
         try:
@@ -430,11 +433,15 @@ def bucket_config(
     description: str | None = None,
     limit_marker_ttl: float | None = None,
     compression: bool = False,
+    mirror: str | None = None,
+    sources: list[str] | None = None,
 ) -> StreamConfig:
     """The standard stream for a bucket (the layout other NATS clients expect).
 
     ``limit_marker_ttl`` (ADR-48): keys may have TTLs, and a key removed by
     age leaves a marker that lives that long, so watchers see it go.
+    ``mirror``: a read-only copy of that bucket (its writes go to the
+    origin); ``sources``: buckets whose keys are copied into this one.
     """
     check_bucket(bucket)
     if whole("history", history) > 64:
@@ -463,6 +470,23 @@ def bucket_config(
         raise InvalidArgumentError(f"compression must be True or False, not {compression!r}")
     if compression:
         fields["compression"] = "s2"
+    if mirror is not None:
+        if sources is not None or limit_marker_ttl is not None:
+            other = "sources" if sources is not None else "limit_marker_ttl"
+            raise InvalidArgumentError(f"a mirror bucket cannot have {other} (it copies its origin as it is)")
+        del fields["subjects"]
+        fields["mirror"] = api.StreamSource(name=f"KV_{check_bucket(mirror)}")
+        fields["mirror_direct"] = True
+    if sources is not None:
+        if not isinstance(sources, list) or not sources:
+            raise InvalidArgumentError(f"sources must be a non-empty list of bucket names, not {sources!r}")
+        fields["sources"] = [
+            api.StreamSource(
+                name=f"KV_{check_bucket(source)}",
+                subject_transforms=[api.SubjectTransform(src=f"$KV.{source}.>", dest=f"$KV.{bucket}.>")],
+            )
+            for source in sources
+        ]
     if limit_marker_ttl is not None:
         if seconds("limit_marker_ttl", limit_marker_ttl) < api.MIN_MESSAGE_TTL:
             raise InvalidArgumentError(
@@ -495,5 +519,13 @@ def open_bucket(js: JetStream, bucket: str) -> KeyValue:
         info = js.stream_info(f"KV_{bucket}")
     except StreamNotFoundError:
         raise BucketNotFoundError(f"bucket {bucket!r} not found") from None
-    return KeyValue(js, bucket, bool(info.config.allow_direct))
+    return KeyValue(js, bucket, bool(info.config.allow_direct), origin=mirror_origin(info.config))
+
+
+def mirror_origin(config: StreamConfig) -> str | None:
+    """The bucket a bucket's stream mirrors, if it is a mirror of one."""
+    mirror = config.mirror
+    if isinstance(mirror, api.StreamSource) and mirror.name.startswith("KV_"):
+        return mirror.name[3:]
+    return None
 
