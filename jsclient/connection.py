@@ -48,6 +48,7 @@ from .message import Msg
 from .options import Options, mask_url
 from .payload import as_bytes as _as_bytes
 from .protocol import PubEncoder, check_queue_name, check_subscribe_subject
+from .replies import Replies, Sentinel, request_many
 from .subscription import MsgCallback, Subscription
 
 if TYPE_CHECKING:
@@ -323,6 +324,30 @@ class Connection:
             self._check_fork()
         requests = self._requests
         return requests.request_async(subject, payload, timeout, headers, requests.plain_kind)
+
+    def request_many(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        timeout: float = 2.0,
+        stall: float | None = None,
+        max_msgs: int | None = None,
+        sentinel: Sentinel | bool | None = None,
+        headers: HeadersInput | None = None,
+    ) -> Replies:
+        """Every reply to one request, as they come (ADR-47): iterate the result.
+
+        The replies end after ``timeout`` of waiting, after ``stall`` without a
+        further reply, after ``max_msgs``, when ``sentinel(msg)`` is False
+        (``sentinel=True``: a reply with an empty payload ends them), or on
+        ``stop()``.  NoRespondersError if nobody is subscribed.
+        """
+        if self._forked:
+            self._check_fork()
+        return request_many(
+            self, subject, payload, timeout=timeout, stall=stall, max_msgs=max_msgs, sentinel=sentinel, headers=headers
+        )
 
     # -- JetStream -------------------------------------------------------------
     def jetstream(
