@@ -14,6 +14,7 @@ import argparse
 import base64
 import contextlib
 import datetime as dt
+import json
 import os
 import signal
 import sys
@@ -26,7 +27,7 @@ import msgspec
 
 from . import __version__
 from .connection import Connection, connect
-from .errors import Error, InvalidArgumentError, TimeoutError
+from .errors import Error, InvalidArgumentError, NoRespondersError, TimeoutError
 from .headers import Headers
 from .message import Msg
 
@@ -369,6 +370,33 @@ def cmd_counter(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_micro(args: argparse.Namespace) -> int:
+    """Discover services (ADR-32) with request-many: every instance that answers within --timeout."""
+    verb = {"ls": "PING", "info": "INFO", "stats": "STATS"}[args.action]
+    subject = f"$SRV.{verb}" + (f".{args.name}" if args.name else "")
+    with connection(args) as nc:
+        try:
+            answers = [json.loads(m.data) for m in nc.request_many(subject, timeout=args.timeout)]
+        except NoRespondersError:
+            answers = []  # no service is running: an empty list, not an error
+    found = sorted(answers, key=lambda s: (s.get("name", ""), s.get("id", "")))
+    if args.json:
+        emit_json(found)
+    elif args.action == "ls":
+        table([(s["name"], s["id"], s["version"]) for s in found], ["service", "id", "version"])
+    elif args.action == "info":
+        info = [(s["name"], s["id"], e["name"], e["subject"], e["queue_group"]) for s in found for e in s["endpoints"]]
+        table(info, ["service", "id", "endpoint", "subject", "queue group"])
+    else:
+        rows = [
+            (s["name"], s["id"], e["name"], e["num_requests"], e["num_errors"],
+             f"{e['average_processing_time'] / 1e6:.3f} ms", e["last_error"])
+            for s in found for e in s["endpoints"]
+        ]
+        table(rows, ["service", "id", "endpoint", "requests", "errors", "average", "last error"])
+    return EXIT_OK
+
+
 def cmd_kv(args: argparse.Namespace) -> int:
     with connection(args) as nc:
         js = nc.jetstream()
@@ -586,6 +614,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("delta", nargs="?", type=int, default=1, help="add: the amount, negative too (default 1)")
     p.add_argument("--stream", help="get: the counter's stream")
     p.set_defaults(func=cmd_counter)
+
+    p = sub.add_parser("micro", parents=[common], help="discover services (ADR-32)")
+    p.add_argument("action", choices=["ls", "info", "stats"])
+    p.add_argument("name", nargs="?", help="only services of this name")
+    p.add_argument("--timeout", type=float, default=1.0, help="how long to gather answers")
+    p.set_defaults(func=cmd_micro)
 
     p = sub.add_parser("kv", parents=[common], help="key-value buckets")
     p.add_argument("action", choices=["add", "get", "put", "del", "watch", "ls"])

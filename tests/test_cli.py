@@ -190,3 +190,24 @@ def test_kv_ttl_commands(server: NatsServer, capsys: pytest.CaptureFixture[str])
             time.sleep(0.1)
         with pytest.raises(jsclient.KeyDeletedError):
             kv.get("session")
+
+
+def test_micro_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    from jsclient import micro
+
+    s = ["--server", server.url]
+    with jsclient.connect(server.url) as nc, micro.add_service(nc, name="clisvc", version="1.0.0") as svc:
+        svc.add_endpoint("hello", lambda r: r.respond(b"hi"))
+        nc.request("hello", b"", timeout=5)
+        code, out, _ = run(capsys, "micro", "ls", *s)
+        assert code == EXIT_OK and "clisvc" in out and svc.id in out
+        code, out, _ = run(capsys, "micro", "info", "clisvc", *s)
+        assert code == EXIT_OK and "hello" in out
+        deadline = time.monotonic() + 10
+        while svc.stats()["endpoints"][0]["num_requests"] != 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        code, out, _ = run(capsys, "micro", "stats", "clisvc", "--json", *s)
+        stats = json.loads(out)
+        assert code == EXIT_OK and stats[0]["id"] == svc.id and stats[0]["endpoints"][0]["num_requests"] == 1
+    code, out, _ = run(capsys, "micro", "ls", "clisvc", "--timeout", "0.3", *s)
+    assert code == EXIT_OK and "clisvc" not in out  # stopped: nobody answers, an empty table

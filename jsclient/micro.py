@@ -1,0 +1,356 @@
+"""Services (ADR-32): endpoints answering requests on worker threads, with discovery and stats.
+
+Threads: each endpoint's subscription callback (its own dispatcher thread)
+only hands the request to the service's worker pool, so a slow handler
+never holds up the next request's delivery; the handlers run on the pool's
+``workers`` threads.  Discovery (``$SRV.PING|INFO|STATS``, for all services,
+by name, and by name and id) is answered on the discovery subscriptions'
+threads.  ``_lock`` guards the endpoint list and every endpoint's counters;
+nothing is called while it is held.
+
+A handler that raises answers its caller with a service error (500 and the
+exception's text), never with silence, and is counted in the stats.
+``stop()`` drains: no new request is taken, the ones taken are finished and
+answered, then discovery ends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidArgumentError
+from .headers import Headers, HeadersInput
+from .payload import as_bytes
+from .protocol import check_queue_name, check_subscribe_subject
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .message import Msg
+    from .subscription import Subscription
+
+#: The headers of a service error (ADR-32).
+ERROR_HEADER = "Nats-Service-Error"
+ERROR_CODE_HEADER = "Nats-Service-Error-Code"
+DEFAULT_QUEUE_GROUP = "q"
+PING_TYPE = "io.nats.micro.v1.ping_response"
+INFO_TYPE = "io.nats.micro.v1.info_response"
+STATS_TYPE = "io.nats.micro.v1.stats_response"
+VERBS = ("PING", "INFO", "STATS")
+
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+# semver.org's suggested expression.
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
+)
+
+Handler = Callable[["Request"], None]
+
+
+class Request:
+    """One request to an endpoint, given to its handler on a worker thread."""
+
+    __slots__ = ("_answered", "_msg")
+
+    def __init__(self, msg: Msg) -> None:
+        self._msg = msg
+        self._answered: tuple[str, str] | None = None  # (code, description) of an error answer
+
+    @property
+    def subject(self) -> str:
+        return self._msg.subject
+
+    @property
+    def data(self) -> bytes:
+        return self._msg.data
+
+    @property
+    def headers(self) -> Headers:
+        return self._msg.headers
+
+    @property
+    def reply(self) -> str | None:
+        return self._msg.reply
+
+    def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
+        self._msg.respond(data, headers=headers)
+
+    def respond_error(
+        self, code: int, description: str, data: bytes = b"", headers: HeadersInput | None = None
+    ) -> None:
+        """Answer with a service error: ``Nats-Service-Error-Code`` and ``Nats-Service-Error`` (ADR-32)."""
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise InvalidArgumentError(f"a service error code must be an int, not {code!r}")
+        if not isinstance(description, str) or "\r" in description or "\n" in description:
+            raise InvalidArgumentError(f"a service error description must be one line of text, not {description!r}")
+        error = Headers(headers) if headers is not None else Headers()
+        error[ERROR_CODE_HEADER] = str(code)
+        error[ERROR_HEADER] = description
+        self._answered = (str(code), description)
+        self._msg.respond(as_bytes(data), headers=error)
+
+
+@dataclass
+class _Stats:
+    requests: int = 0
+    errors: int = 0
+    processing_ns: int = 0
+    last_error: str = ""
+
+
+@dataclass
+class Endpoint:
+    """An endpoint of a service (read-only for users: its stats come from ``Service.stats()``)."""
+
+    name: str
+    subject: str
+    queue_group: str
+    metadata: dict[str, str]
+    handler: Handler
+    stats: _Stats = field(default_factory=_Stats)
+    sub: Subscription | None = None
+
+
+def _check_name(what: str, name: Any) -> str:
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise InvalidArgumentError(f"{what} must be letters, digits, '-' and '_', not {name!r}")
+    return name
+
+
+def _check_metadata(metadata: Any) -> dict[str, str]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise InvalidArgumentError(f"metadata must map str to str, not {metadata!r}")
+    return dict(metadata)
+
+
+def _check_queue(queue_group: Any) -> str:
+    """A queue group; "" subscribes without one."""
+    if not isinstance(queue_group, str):
+        raise InvalidArgumentError(f"queue_group must be a str ('' for none), not {queue_group!r}")
+    if queue_group:
+        check_queue_name(queue_group)
+    return queue_group
+
+
+class Group:
+    """A subject prefix for endpoints (ADR-32 groups), with its own default queue group."""
+
+    def __init__(self, service: Service, prefix: str, queue_group: str) -> None:
+        self._service = service
+        self.prefix = prefix
+        self.queue_group = queue_group
+
+    def add_endpoint(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        subject: str | None = None,
+        queue_group: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Endpoint:
+        """An endpoint on ``<prefix>.<subject or name>``."""
+        _check_name("endpoint name", name)
+        local = name if subject is None else subject
+        full = f"{self.prefix}.{local}" if self.prefix else local
+        queue = self.queue_group if queue_group is None else _check_queue(queue_group)
+        return self._service._add(name, full, queue, _check_metadata(metadata), handler)
+
+    def add_group(self, name: str, *, queue_group: str | None = None) -> Group:
+        """A group below this one: ``<prefix>.<name>``."""
+        queue = self.queue_group if queue_group is None else _check_queue(queue_group)
+        return Group(self._service, _group_prefix(self.prefix, name), queue)
+
+
+def _group_prefix(parent: str, name: Any) -> str:
+    if not isinstance(name, str) or not name or ">" in name.split("."):
+        raise InvalidArgumentError(f"a group name must be a subject without '>', not {name!r}")
+    prefix = f"{parent}.{name}" if parent else name
+    check_subscribe_subject(prefix, "group")
+    return prefix
+
+
+class Service(Group):
+    """One running service instance, and the root group of its endpoints.  Create it with :func:`add_service`."""
+
+    def __init__(
+        self,
+        nc: Connection,
+        *,
+        name: str,
+        version: str,
+        description: str,
+        metadata: dict[str, str],
+        queue_group: str,
+        workers: int,
+        stats_handler: Callable[[Endpoint], Any] | None,
+    ) -> None:
+        super().__init__(self, "", queue_group)
+        self._nc = nc
+        self.name = name
+        self.version = version
+        self.description = description
+        self.metadata = metadata
+        self.id = uuid.uuid4().hex
+        self._stats_handler = stats_handler
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"jsclient-svc-{name}")
+        self._lock = threading.Lock()
+        self._endpoints: list[Endpoint] = []  # guarded by _lock
+        self._started = dt.datetime.now(dt.UTC)
+        self._stopped = threading.Event()
+        self._discovery: list[Subscription] = []
+        for verb in VERBS:
+            answer = self._answer(verb)
+            for subject in (f"$SRV.{verb}", f"$SRV.{verb}.{name}", f"$SRV.{verb}.{name}.{self.id}"):
+                self._discovery.append(nc.subscribe(subject, cb=answer))
+
+    def __repr__(self) -> str:
+        return f"<Service {self.name} {self.version} id={self.id}>"
+
+    # -- endpoints (add_endpoint and add_group: a service is its own root group) ----------
+    def _add(self, name: str, subject: str, queue: str, metadata: dict[str, str], handler: Handler) -> Endpoint:
+        if not callable(handler):
+            raise InvalidArgumentError(f"handler must be callable, not {handler!r}")
+        check_subscribe_subject(subject, "endpoint subject")
+        if self._stopped.is_set():
+            raise InvalidArgumentError(f"service {self.name} is stopped")
+        endpoint = Endpoint(name, subject, queue, metadata, handler)
+
+        def hand_over(msg: Msg) -> None:  # the subscription's thread: to the pool, at once
+            self._pool.submit(self._handle, endpoint, msg)
+
+        endpoint.sub = self._nc.subscribe(subject, queue or None, cb=hand_over)
+        with self._lock:
+            self._endpoints.append(endpoint)
+        return endpoint
+
+    def _handle(self, endpoint: Endpoint, msg: Msg) -> None:
+        """A worker thread: the handler, timed; an exception answers the caller with a 500."""
+        request = Request(msg)
+        started = time.perf_counter_ns()
+        try:
+            endpoint.handler(request)
+        except Exception as exc:  # noqa: BLE001 - user code: answered and counted, never silent
+            request.respond_error(500, f"{type(exc).__name__}: {exc}".replace("\r", " ").replace("\n", " "))
+        elapsed = time.perf_counter_ns() - started
+        with self._lock:
+            stats = endpoint.stats
+            stats.requests += 1
+            stats.processing_ns += elapsed
+            if request._answered is not None:
+                stats.errors += 1
+                stats.last_error = f"{request._answered[0]}:{request._answered[1]}"
+
+    # -- discovery ---------------------------------------------------------------------
+    def _answer(self, verb: str) -> Callable[[Msg], None]:
+        def answer(msg: Msg) -> None:
+            body = self.ping() if verb == "PING" else self.info() if verb == "INFO" else self.stats()
+            msg.respond(json.dumps(body).encode())
+
+        return answer
+
+    def _base(self, kind: str) -> dict[str, Any]:
+        return {"type": kind, "name": self.name, "id": self.id, "version": self.version, "metadata": self.metadata}
+
+    def ping(self) -> dict[str, Any]:
+        return self._base(PING_TYPE)
+
+    def info(self) -> dict[str, Any]:
+        with self._lock:
+            endpoints = [
+                {"name": e.name, "subject": e.subject, "queue_group": e.queue_group, "metadata": e.metadata}
+                for e in self._endpoints
+            ]
+        return {**self._base(INFO_TYPE), "description": self.description, "endpoints": endpoints}
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            endpoints = [(e, _Stats(e.stats.requests, e.stats.errors, e.stats.processing_ns, e.stats.last_error))
+                         for e in self._endpoints]
+        rows = []
+        for endpoint, s in endpoints:
+            data = self._stats_handler(endpoint) if self._stats_handler is not None else None
+            rows.append({
+                "name": endpoint.name, "subject": endpoint.subject, "queue_group": endpoint.queue_group,
+                "num_requests": s.requests, "num_errors": s.errors, "last_error": s.last_error,
+                "processing_time": s.processing_ns,
+                "average_processing_time": s.processing_ns // s.requests if s.requests else 0,
+                "data": data,
+            })
+        started = self._started.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return {**self._base(STATS_TYPE), "endpoints": rows, "started": started}
+
+    def reset(self) -> None:
+        """Zero every endpoint's counters."""
+        with self._lock:
+            for endpoint in self._endpoints:
+                endpoint.stats = _Stats()
+
+    # -- ending --------------------------------------------------------------------------
+    def stop(self, timeout: float | None = None) -> None:
+        """Drain: take no new request, finish and answer the ones taken, then leave discovery."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        with self._lock:
+            subs = [e.sub for e in self._endpoints if e.sub is not None]
+        for sub in subs:
+            sub.drain(timeout)  # its queued requests reach the pool first
+        self._pool.shutdown(wait=True)
+        for sub in self._discovery:
+            if not sub.is_closed:
+                sub.unsubscribe()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def add_service(
+    nc: Connection,
+    *,
+    name: str,
+    version: str,
+    description: str = "",
+    metadata: Mapping[str, str] | None = None,
+    queue_group: str = DEFAULT_QUEUE_GROUP,
+    workers: int = 4,
+    stats_handler: Callable[[Endpoint], Any] | None = None,
+) -> Service:
+    """Start a service (ADR-32): discoverable at once; add endpoints to it."""
+    _check_name("service name", name)
+    if not isinstance(version, str) or _SEMVER.fullmatch(version) is None:
+        raise InvalidArgumentError(f"version must be a semantic version like 1.0.0, not {version!r}")
+    if not isinstance(description, str):
+        raise InvalidArgumentError(f"description must be a str, not {description!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidArgumentError(f"workers must be an int >= 1, not {workers!r}")
+    if stats_handler is not None and not callable(stats_handler):
+        raise InvalidArgumentError(f"stats_handler must be callable, not {stats_handler!r}")
+    return Service(
+        nc, name=name, version=version, description=description, metadata=_check_metadata(metadata),
+        queue_group=_check_queue(queue_group), workers=workers, stats_handler=stats_handler,
+    )
+
+
+__all__ = ["Endpoint", "Group", "Request", "Service", "add_service"]

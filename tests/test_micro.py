@@ -1,0 +1,233 @@
+"""Services (ADR-32) against a real nats-server, and with nats-py's services both ways."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+import nats
+import nats.micro
+import nats.micro.service as nats_service
+import pytest
+
+import jsclient
+from jsclient import micro
+from jsclient.server import NatsServer
+
+# The fields ADR-32 gives each discovery answer, and their JSON types.
+BASE = {"type": str, "name": str, "id": str, "version": str, "metadata": dict}
+INFO = {**BASE, "description": str, "endpoints": list}
+INFO_ENDPOINT = {"name": str, "subject": str, "queue_group": str, "metadata": dict}
+STATS = {**BASE, "endpoints": list, "started": str}
+STATS_ENDPOINT = {
+    "name": str, "subject": str, "queue_group": str, "num_requests": int, "num_errors": int, "last_error": str,
+    "processing_time": int, "average_processing_time": int,
+}
+
+
+def _conforms(body: dict[str, Any], schema: dict[str, type]) -> None:
+    for key, kind in schema.items():
+        assert isinstance(body.get(key), kind), f"{key}: {body.get(key)!r} is not a {kind.__name__}"
+
+
+def _settle(check: Any) -> None:
+    deadline = time.monotonic() + 10
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert check()
+
+
+def _echo(request: micro.Request) -> None:
+    request.respond(b"echo:" + request.data)
+
+
+def _fail(request: micro.Request) -> None:
+    raise ValueError("no such order")
+
+
+def test_endpoints_groups_and_errors(nc: jsclient.Connection) -> None:
+    with micro.add_service(nc, name="orders", version="1.2.3", description="d", metadata={"zone": "a"}) as svc:
+        svc.add_endpoint("echo", _echo, metadata={"kind": "test"})
+        v1 = svc.add_group("orders").add_group("v1")
+        v1.add_endpoint("get", _fail)
+        v1.add_endpoint("refuse", lambda r: r.respond_error(404, "not here", b"body"), subject="no")
+        assert nc.request("echo", b"x", timeout=5).data == b"echo:x"
+        failed = nc.request("orders.v1.get", b"1", timeout=5)
+        assert failed.headers[micro.ERROR_CODE_HEADER] == "500"
+        assert failed.headers[micro.ERROR_HEADER] == "ValueError: no such order"
+        refused = nc.request("orders.v1.no", b"", timeout=5)
+        assert (refused.headers[micro.ERROR_CODE_HEADER], refused.data) == ("404", b"body")
+        # A worker counts a request once its handler has returned, a moment after the answer left.
+        _settle(lambda: sum(e["num_requests"] for e in svc.stats()["endpoints"]) == 3)
+        stats = {e["name"]: e for e in svc.stats()["endpoints"]}
+        assert (stats["echo"]["num_requests"], stats["echo"]["num_errors"]) == (1, 0)
+        assert (stats["get"]["num_errors"], stats["get"]["last_error"]) == (1, "500:ValueError: no such order")
+        assert stats["refuse"]["subject"] == "orders.v1.no" and stats["refuse"]["last_error"] == "404:not here"
+        svc.reset()
+        assert all(e["num_requests"] == 0 for e in svc.stats()["endpoints"])
+
+
+def test_discovery_answers_follow_the_schemas(nc: jsclient.Connection) -> None:
+    seen: list[micro.Endpoint] = []
+    with (
+        micro.add_service(nc, name="alpha", version="1.0.0", stats_handler=lambda e: seen.append(e) or {"n": 1}) as a,
+        micro.add_service(nc, name="beta", version="2.0.0-rc.1+build.5") as b,
+    ):
+        a.add_endpoint("work", _echo)
+        nc.request("work", b"", timeout=5)
+        _settle(lambda: a.stats()["endpoints"][0]["num_requests"] == 1)
+        pings = [json.loads(m.data) for m in nc.request_many("$SRV.PING", timeout=1.0)]
+        assert sorted(p["name"] for p in pings) == ["alpha", "beta"]
+        for p in pings:
+            _conforms(p, BASE)
+            assert p["type"] == micro.PING_TYPE
+        info = json.loads(nc.request("$SRV.INFO.alpha", timeout=5).data)
+        _conforms(info, INFO)
+        _conforms(info["endpoints"][0], INFO_ENDPOINT)
+        assert info["endpoints"][0]["queue_group"] == "q"
+        stats = json.loads(nc.request(f"$SRV.STATS.alpha.{a.id}", timeout=5).data)
+        _conforms(stats, STATS)
+        _conforms(stats["endpoints"][0], STATS_ENDPOINT)
+        assert stats["endpoints"][0]["num_requests"] == 1 and stats["endpoints"][0]["data"] == {"n": 1}
+        # nats-py reads every answer with its own models.
+        nats_service.ServicePing.from_dict(pings[0])
+        nats_service.ServiceInfo.from_dict(info)
+        nats_service.ServiceStats.from_dict(stats)
+        assert json.loads(nc.request(f"$SRV.PING.beta.{b.id}", timeout=5).data)["version"] == "2.0.0-rc.1+build.5"
+
+
+def test_handlers_run_on_worker_threads_and_stop_drains(nc: jsclient.Connection) -> None:
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def slow(request: micro.Request) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.3)
+        with lock:
+            running -= 1
+        request.respond(threading.current_thread().name.encode())
+
+    svc = micro.add_service(nc, name="slow", version="0.1.0", workers=4)
+    svc.add_endpoint("slow", slow)
+    futures = [nc.request_async("slow", b"", timeout=30) for _ in range(8)]
+    time.sleep(0.1)
+    svc.stop()  # drains: every request taken is answered
+    answers = [f.result(timeout=30).data for f in futures]
+    assert len(answers) == 8 and all(a.startswith(b"jsclient-svc-slow") for a in answers)
+    assert most >= 2  # handlers ran side by side
+    assert svc.stopped
+    with pytest.raises(jsclient.NoRespondersError):
+        nc.request("$SRV.PING.slow", timeout=2)
+    with pytest.raises(jsclient.InvalidArgumentError, match="stopped"):
+        svc.add_endpoint("late", _echo)
+
+
+def test_queue_groups(nc: jsclient.Connection) -> None:
+    with (
+        micro.add_service(nc, name="qs", version="1.0.0") as one,
+        micro.add_service(nc, name="qs", version="1.0.0") as two,
+    ):
+        one.add_endpoint("q", _echo)
+        two.add_endpoint("q", _echo)
+        one.add_endpoint("all", _echo, queue_group="")
+        two.add_endpoint("all", _echo, queue_group="")
+        assert len(list(nc.request_many("q", b"", timeout=0.5))) == 1  # the default group "q": one answers
+        assert len(list(nc.request_many("all", b"", timeout=0.5))) == 2  # no group: both answer
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"name": "bad name"}, "service name must be"),
+        ({"version": "1.0"}, "semantic version"),
+        ({"metadata": {"k": 1}}, "metadata must map str to str"),
+        ({"workers": 0}, "workers must be an int >= 1"),
+        ({"queue_group": "bad group"}, "queue"),
+    ],
+)
+def test_bad_service_options(nc: jsclient.Connection, kwargs: dict[str, Any], fragment: str) -> None:
+    options: dict[str, Any] = {"name": "ok", "version": "1.0.0", **kwargs}
+    with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
+        micro.add_service(nc, **options)
+
+
+def test_bad_endpoint_options(nc: jsclient.Connection) -> None:
+    with micro.add_service(nc, name="opts", version="1.0.0") as svc:
+        for call, fragment in (
+            (lambda: svc.add_endpoint("bad name", _echo), "endpoint name"),
+            (lambda: svc.add_endpoint("e", _echo, subject="a..b"), "subject"),
+            (lambda: svc.add_endpoint("e", "not callable"), "handler must be callable"),  # type: ignore[arg-type]
+            (lambda: svc.add_group("a.>"), "group name"),
+        ):
+            with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
+                call()  # type: ignore[no-untyped-call]
+        svc.add_endpoint("codes", lambda r: r.respond_error("E1", "x"))  # type: ignore[arg-type]
+        answer = nc.request("codes", b"", timeout=5)  # the bad code is the handler's error: a 500, not silence
+        assert answer.headers[micro.ERROR_CODE_HEADER] == "500"
+        assert "must be an int" in answer.headers[micro.ERROR_HEADER]
+        assert svc.info()["endpoints"] == [
+            {"name": "codes", "subject": "codes", "queue_group": "q", "metadata": {}}
+        ]
+
+
+def test_nats_py_calls_and_discovers_a_jsclient_service(server: NatsServer) -> None:
+    with jsclient.connect(server.url) as nc, micro.add_service(nc, name="jssvc", version="1.0.0") as svc:
+        svc.add_endpoint("echo", _echo, subject="js.echo")
+        svc.add_endpoint("fail", _fail, subject="js.fail")
+
+        async def peer() -> tuple[bytes, dict[str, str] | None, Any]:
+            pnc = await nats.connect(server.url)
+            ok = await pnc.request("js.echo", b"py", timeout=5)
+            bad = await pnc.request("js.fail", b"", timeout=5)
+            raw = await pnc.request("$SRV.INFO.jssvc", timeout=5)
+            info = nats_service.ServiceInfo.from_dict(json.loads(raw.data))
+            await pnc.close()
+            return ok.data, bad.headers, info
+
+        data, headers, info = asyncio.run(peer())
+        assert data == b"echo:py"
+        assert headers is not None and headers[micro.ERROR_CODE_HEADER] == "500"
+        assert info.id == svc.id and sorted(e.subject for e in info.endpoints) == ["js.echo", "js.fail"]
+
+
+def test_jsclient_calls_and_discovers_a_nats_py_service(server: NatsServer) -> None:
+    ready, done = threading.Event(), threading.Event()
+
+    async def serve() -> None:
+        pnc = await nats.connect(server.url)
+        service = await nats.micro.add_service(pnc, name="pysvc", version="3.1.4")
+
+        async def handler(request: Any) -> None:
+            if request.data == b"bad":
+                await request.respond_error("418", "teapot")
+            else:
+                await request.respond(b"py:" + request.data)
+
+        await service.add_endpoint(name="py", handler=handler, subject="py.echo")
+        ready.set()
+        while not done.is_set():
+            await asyncio.sleep(0.05)
+        await service.stop()
+        await pnc.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()))
+    thread.start()
+    try:
+        assert ready.wait(10)
+        with jsclient.connect(server.url) as nc:
+            found = [json.loads(m.data) for m in nc.request_many("$SRV.INFO.pysvc", timeout=1.0)]
+            assert [f["version"] for f in found] == ["3.1.4"]
+            assert found[0]["endpoints"][0]["subject"] == "py.echo"
+            assert nc.request("py.echo", b"hi", timeout=5).data == b"py:hi"
+            error = nc.request("py.echo", b"bad", timeout=5)
+            assert (error.headers[micro.ERROR_CODE_HEADER], error.headers[micro.ERROR_HEADER]) == ("418", "teapot")
+    finally:
+        done.set()
+        thread.join(10)
