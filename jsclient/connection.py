@@ -34,6 +34,7 @@ import random
 import secrets
 import ssl
 import threading
+import time
 from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -238,6 +239,18 @@ class Connection:
         server close the connection.
         """
         self._append(frames, payload_size=payload_bytes, messages=messages)
+
+    def rtt(self, timeout: float = 2.0) -> float:
+        """The round trip to the server, in seconds: a PING answered by its PONG, behind what is queued."""
+        started = time.perf_counter()
+        self.flush(timeout)
+        return time.perf_counter() - started
+
+    def force_reconnect(self) -> None:
+        """Drop the connection and reconnect as after a loss: subscriptions come back, queued
+        publishes are sent, and the disconnected and reconnected callbacks run (not the error one)."""
+        self._check_fork()
+        self._session.force_reconnect()
 
     def flush(self, timeout: float = 2.0) -> None:
         """Return once the server has processed everything sent before this call.

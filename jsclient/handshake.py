@@ -42,23 +42,21 @@ def open_link(
     transport: Transport = PlainTransport(sock)
     try:
         parser = Parser(msg_class=Msg)
-        info, _ = read_until(transport, parser, Info, timeout)
+        if options.tls_handshake_first:  # TLS before anything else, then the INFO over it
+            transport = _start_tls(sock, url, host, options, tls_context, timeout)
+        try:
+            info, _ = read_until(transport, parser, Info, timeout)
+        except TimeoutError:
+            if options.tls_handshake_first:
+                raise
+            raise TimeoutError(
+                f"no INFO from {mask_url(url)} within {timeout} s (a server with TLS handshake_first needs "
+                "tls_handshake_first=True)"
+            ) from None
         assert isinstance(info, Info)
-        if parts.scheme == "tls" or options.tls or tls_context is not None or info.data.get("tls_required"):
-            name = options.tls_hostname or host
-            context = tls_context or default_tls_context(
-                options.tls_ca_file, options.tls_cert_file, options.tls_key_file
-            )
-            tls = TLSTransport(sock, context, name)
-            try:
-                tls.handshake(timeout)
-            except ssl.SSLCertVerificationError as exc:
-                raise TLSError(
-                    f"TLS certificate verification failed for {name!r}: {exc.verify_message or exc.reason}"
-                ) from None
-            except ssl.SSLError as exc:
-                raise TLSError(f"TLS handshake with {mask_url(url)} failed: {exc.reason or exc}") from None
-            transport = tls
+        wants_tls = parts.scheme == "tls" or options.tls or tls_context is not None or info.data.get("tls_required")
+        if wants_tls and not options.tls_handshake_first:
+            transport = _start_tls(sock, url, host, options, tls_context, timeout)
         if on_info is not None:
             on_info(info.data)
         payload = connect_payload(options, parts, info.data.get("nonce"))
@@ -69,6 +67,24 @@ def open_link(
         transport.close()
         raise
     return transport, parser, rest
+
+
+def _start_tls(
+    sock: Any, url: str, host: str, options: Options, tls_context: ssl.SSLContext | None, timeout: float
+) -> Transport:
+    name = options.tls_hostname or host
+    context = tls_context or default_tls_context(options.tls_ca_file, options.tls_cert_file, options.tls_key_file)
+    tls = TLSTransport(sock, context, name)
+    try:
+        tls.handshake(timeout)
+    except ssl.SSLCertVerificationError as exc:
+        why = exc.verify_message or exc.reason
+        raise TLSError(f"TLS certificate verification failed for {name!r}: {why}") from None
+    except ssl.SSLError as exc:
+        raise TLSError(f"TLS handshake with {mask_url(url)} failed: {exc.reason or exc}") from None
+    except builtins.TimeoutError:
+        raise TLSError(f"TLS handshake with {mask_url(url)} timed out (a server without handshake_first?)") from None
+    return tls
 
 
 def read_until(transport: Transport, parser: Parser, kind: type, timeout: float) -> tuple[Any, list[Any]]:

@@ -88,6 +88,8 @@ class Options:
     tls_key_file: str | None = None
     #: Name to verify the server certificate against, instead of the URL's host.
     tls_hostname: str | None = None
+    #: Start TLS before the server's INFO (a server with ``tls { handshake_first: true }``, or a TLS proxy).
+    tls_handshake_first: bool = False
 
     def __post_init__(self) -> None:
         servers: Any = self.servers
@@ -129,6 +131,7 @@ class Options:
             "ignore_discovered_servers",
             "reconnect_after_fork",
             "tls",
+            "tls_handshake_first",
         ):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgumentError(f"{key} must be a bool, not {getattr(self, key)!r}")

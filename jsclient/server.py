@@ -146,7 +146,9 @@ class NatsServer:
                 )
             try:
                 with socket.create_connection(self.host_port, timeout=0.5) as s:
-                    if s.recv(4).startswith(b"INFO") and self._healthy():
+                    # With TLS handshake_first the server says nothing until the client starts TLS.
+                    tls_first = "handshake_first" in self.extra_config
+                    if (tls_first or s.recv(4).startswith(b"INFO")) and self._healthy():
                         return
             except OSError as exc:
                 last = exc

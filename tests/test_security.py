@@ -267,3 +267,29 @@ def test_read_creds_keeps_dashes_in_the_jwt(tmp_path: Path) -> None:
         "------END USER NKEY SEED------\n"
     )
     assert read_creds(str(path)) == (jwt, b"SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORRBU")
+
+
+@pytest.fixture(scope="module")
+def first_server(tls_files: dict[str, str]) -> Iterator[NatsServer]:
+    block = tls_block(tls_files["cert"], tls_files["key"]).replace("\n}", "\n  handshake_first: true\n}")
+    with NatsServer(jetstream=False, config=block) as server:
+        yield server
+
+
+def test_tls_handshake_first(first_server: NatsServer, tls_files: dict[str, str]) -> None:
+    with jsclient.connect(first_server.url, tls_ca_file=tls_files["ca"], tls_handshake_first=True) as nc:
+        assert nc.server_info.get("tls_required") is True
+        roundtrip(nc)
+    with pytest.raises(jsclient.Error, match="tls_handshake_first=True"):
+        jsclient.connect(first_server.url, tls_ca_file=tls_files["ca"], connect_timeout=1, allow_reconnect=False)
+
+
+def test_tls_handshake_first_to_a_server_without_it(tls_files: dict[str, str]) -> None:
+    with (
+        NatsServer(jetstream=False, config=tls_block(tls_files["cert"], tls_files["key"])) as plain_first,
+        pytest.raises(jsclient.Error, match="TLS handshake"),
+    ):
+        jsclient.connect(
+            plain_first.url, tls_ca_file=tls_files["ca"], tls_handshake_first=True, connect_timeout=2,
+            allow_reconnect=False,
+        )

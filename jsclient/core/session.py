@@ -56,6 +56,7 @@ from ..errors import (
     ConnectionLostError,
     Error,
     ForkedConnectionError,
+    InvalidArgumentError,
     NoServersError,
     ProtocolError,
     ServerError,
@@ -290,7 +291,14 @@ class Session:
         self.events.put(lambda: cb(exc))
 
     # -- loss and reconnect ----------------------------------------------------------
-    def connection_lost(self, exc: Exception, gen: int) -> None:
+    def force_reconnect(self) -> None:
+        """Drop the link and reconnect as after a loss (the user asked; nothing is reported as an error)."""
+        if not self.options.allow_reconnect:
+            raise InvalidArgumentError("force_reconnect needs allow_reconnect=True")
+        asked = ConnectionLostError("reconnect asked for by force_reconnect()")
+        self.connection_lost(asked, self.link.gen, report=False)
+
+    def connection_lost(self, exc: Exception, gen: int, *, report: bool = True) -> None:
         """The transport of generation ``gen`` failed (reader, writer or ping timer).
 
         Reconnects when allowed, else closes.  Acts once per generation.
@@ -320,7 +328,8 @@ class Session:
         for waiter in orphans:
             if waiter is not None:
                 waiter.fill(error=lost)
-        self.report_error(exc)
+        if report:
+            self.report_error(exc)
         if self.callbacks.disconnected is not None:
             self.events.put(self.callbacks.disconnected)
         thread = threading.Thread(target=self._reconnect_loop, name="jsclient-reconnect", daemon=True)
