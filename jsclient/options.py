@@ -63,6 +63,9 @@ class Options:
     #: Longest wait between rounds (the backoff grows to it), plus up to ``reconnect_jitter``.
     reconnect_time_wait: float = 2.0
     reconnect_jitter: float = 0.1
+    #: When no server takes the first connect, return anyway and keep trying as a reconnect would
+    #: (publishes buffer, the reconnected callback says when it is up; closed after the last round).
+    retry_on_failed_connect: bool = False
     #: Bytes of publishes kept while reconnecting; past it ``publish`` raises.
     reconnect_buf_size: int = 8 * 1024 * 1024
     no_randomize: bool = False
@@ -132,6 +135,7 @@ class Options:
             "reconnect_after_fork",
             "tls",
             "tls_handshake_first",
+            "retry_on_failed_connect",
         ):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgumentError(f"{key} must be a bool, not {getattr(self, key)!r}")

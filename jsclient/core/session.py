@@ -181,12 +181,33 @@ class Session:
             except (OSError, ProtocolError, TimeoutError) as exc:
                 errors.append(f"{mask_url(url)}: {exc}")
         else:
-            raise NoServersError("could not connect to any server: " + "; ".join(errors))
+            failure = NoServersError("could not connect to any server: " + "; ".join(errors))
+            if not (self.options.retry_on_failed_connect and self.options.allow_reconnect):
+                raise failure
+            self._connect_later(failure)
+            return
         start_events(self.events)
         self._activate(link, url)
         self._keep(self.writer.start_flusher())
         fork.track(self.conn)
         self._schedule_ping()
+
+    def _connect_later(self, failure: NoServersError) -> None:
+        """retry_on_failed_connect: start as if the link had just been lost; the reconnect loop goes on trying."""
+        start_events(self.events)
+        w = self.writer
+        with w.write_lock:
+            w.state = State.RECONNECTING
+            w.accepting = True
+            w.threshold = 0
+        self.last_error = failure
+        log.debug("jsclient: %s; retrying in the background", failure)
+        self._keep(w.start_flusher())
+        fork.track(self.conn)
+        self._schedule_ping()
+        thread = threading.Thread(target=self._reconnect_loop, name="jsclient-reconnect", daemon=True)
+        thread.start()
+        self._keep(thread)
 
     def _keep(self, thread: threading.Thread) -> None:
         """Remember a thread for close() to join; ended ones are let go (one reader per reconnect)."""
