@@ -1,14 +1,19 @@
-"""Credentials for CONNECT: user/password and token (in options), nkey seeds and .creds files.
+"""Credentials for CONNECT: user/password and token (in options), nkey seeds, .creds files or text,
+and callbacks that hand them over at each connect (a secret manager rather than a file).
 
-Pure functions, any thread.  Seeds and JWTs are read when a connection
-(re)connects and never kept in error texts; ``nkeys`` (imported lazily, so
-plain user/token setups need nothing more) signs the server's nonce.
+Pure functions, any thread (the callbacks run on the thread that connects:
+the caller's first, the reconnect thread later).  Seeds and JWTs are read
+when a connection (re)connects and never kept, shown in a repr or put in an
+error text; ``nkeys`` (imported lazily, so plain user/token setups need
+nothing more) signs the server's nonce.
 """
 
 from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +25,50 @@ _BLOCK = re.compile(
 )
 
 
-def read_creds(path: str) -> tuple[str, bytes]:
-    """The user JWT and nkey seed of a .creds file."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read creds file {path!r}: {exc.strerror}") from None
+@dataclass(frozen=True, repr=False)
+class CredentialCallbacks:
+    """Credentials asked for again at every connect: ``creds`` returns a .creds path or text, ``seed``
+    an nkey seed, ``jwt`` a user JWT whose nonce ``signature`` signs (raw ed25519 bytes)."""
+
+    creds: Callable[[], str] | None = None
+    seed: Callable[[], str] | None = None
+    jwt: Callable[[], str] | None = None
+    signature: Callable[[bytes], bytes] | None = None
+
+    def __repr__(self) -> str:
+        return "<credential callbacks>"
+
+
+def is_creds_text(value: str) -> bool:
+    """A .creds file's content rather than its path."""
+    return "BEGIN NATS USER JWT" in value
+
+
+def read_creds(source: str) -> tuple[str, bytes]:
+    """The user JWT and nkey seed of a .creds file, given its path or its text."""
+    if is_creds_text(source):
+        text, what = source, "the creds text"
+    else:
+        try:
+            text = Path(source).read_text()
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read creds file {source!r}: {exc.strerror}") from None
+        what = f"creds file {source!r}"
     found = {m.group("kind"): m.group("body").strip() for m in _BLOCK.finditer(text)}
     jwt = found.get("NATS USER JWT")
     seed = found.get("USER NKEY SEED")
     if not jwt or not seed:
-        raise InvalidArgumentError(f"creds file {path!r} needs a NATS USER JWT and a USER NKEY SEED block")
+        raise InvalidArgumentError(f"{what} needs a NATS USER JWT and a USER NKEY SEED block")
     return jwt, seed.encode()
+
+
+def _call(name: str, cb: Callable[..., Any], *args: Any) -> Any:
+    """A credential callback's result; its failure is named, never its secrets."""
+    try:
+        value = cb(*args)
+    except Exception as exc:  # noqa: BLE001 - user code: named by type only (it may hold a secret)
+        raise AuthorizationError(f"{name} callback failed ({type(exc).__name__})") from None
+    return value
 
 
 def sign(seed: bytes, nonce: str) -> tuple[str, str]:
@@ -50,8 +87,29 @@ def sign(seed: bytes, nonce: str) -> tuple[str, str]:
     return public, base64.urlsafe_b64encode(signature).decode().rstrip("=")
 
 
-def connect_fields(nkey_seed: str | None, creds_file: str | None, nonce: str | None) -> dict[str, Any]:
+def connect_fields(
+    nkey_seed: str | None, creds_file: str | None, nonce: str | None, callbacks: CredentialCallbacks | None = None
+) -> dict[str, Any]:
     """The CONNECT fields for nkey or JWT authentication (empty when neither is set)."""
+    if callbacks is not None:
+        if callbacks.jwt is not None and callbacks.signature is not None:
+            jwt = _call("user_jwt_cb", callbacks.jwt)
+            if not isinstance(jwt, str) or not jwt:
+                raise AuthorizationError("user_jwt_cb must return the user JWT as a non-empty str")
+            if not nonce:
+                raise AuthorizationError("the server sent no nonce, so JWT authentication is not possible")
+            raw = _call("signature_cb", callbacks.signature, nonce.encode())
+            if not isinstance(raw, (bytes, bytearray)):
+                raise AuthorizationError("signature_cb must return the signature as bytes")
+            return {"jwt": jwt, "sig": base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")}
+        if callbacks.creds is not None:
+            creds_file = _call("user_credentials", callbacks.creds)
+            if not isinstance(creds_file, str) or not creds_file:
+                raise AuthorizationError("user_credentials callback must return a .creds path or text")
+        if callbacks.seed is not None:
+            nkey_seed = _call("nkey_seed", callbacks.seed)
+            if not isinstance(nkey_seed, str) or not nkey_seed:
+                raise AuthorizationError("nkey_seed callback must return the seed as a non-empty str")
     if not nkey_seed and not creds_file:
         return {}
     if creds_file:

@@ -35,10 +35,12 @@ import secrets
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .auth import CredentialCallbacks
 from .checks import check_timeout, whole
 from .core.iface import CoreAPI
 from .core.session import Callbacks, ErrorCallback, EventCallback, Session
@@ -67,13 +69,19 @@ def connect(
     disconnected_cb: EventCallback | None = None,
     reconnected_cb: EventCallback | None = None,
     tls_context: ssl.SSLContext | None = None,
+    user_jwt_cb: Callable[[], str] | None = None,
+    signature_cb: Callable[[bytes], bytes] | None = None,
     **kwargs: Any,
 ) -> Connection:
     """Open a connection (see :class:`jsclient.Options` for every keyword).
 
     Callbacks run on the connection's events thread.  ``tls_context`` is an
     ``ssl.SSLContext`` to use for TLS (it is not part of the picklable options).
+    ``user_credentials`` and ``nkey_seed`` may also be callables, and
+    ``user_jwt_cb`` with ``signature_cb`` sign the server's nonce: each is
+    called again at every reconnect, so a rotated secret is picked up.
     """
+    credentials = _credential_callbacks(kwargs, user_jwt_cb, signature_cb)
     if options is None:
         options = Options.build(servers, **kwargs)
     elif servers is not None or kwargs:
@@ -88,9 +96,30 @@ def connect(
         disconnected_cb=disconnected_cb,
         reconnected_cb=reconnected_cb,
         tls_context=tls_context,
+        credentials=credentials,
     )
     conn._session.connect()
     return conn
+
+
+def _credential_callbacks(
+    kwargs: dict[str, Any], jwt: Callable[[], str] | None, signature: Callable[[bytes], bytes] | None
+) -> CredentialCallbacks | None:
+    """Take the callable credentials out of ``kwargs`` (they are not picklable options)."""
+    creds = kwargs.pop("user_credentials") if callable(kwargs.get("user_credentials")) else None
+    seed = kwargs.pop("nkey_seed") if callable(kwargs.get("nkey_seed")) else None
+    for name, cb in (("user_jwt_cb", jwt), ("signature_cb", signature)):
+        if cb is not None and not callable(cb):
+            raise InvalidArgumentError(f"{name} must be callable")
+    if (jwt is None) != (signature is None):
+        raise InvalidArgumentError("user_jwt_cb and signature_cb go together")
+    given = [name for name, v in (("user_credentials", creds), ("nkey_seed", seed), ("user_jwt_cb", jwt)) if v]
+    given += [k for k in ("user", "token", "nkey_seed", "creds_file", "user_credentials") if kwargs.get(k)]
+    if len(given) > 1:
+        raise InvalidArgumentError(f"use one kind of credentials, not {' and '.join(sorted(set(given)))}")
+    if not (creds or seed or jwt):
+        return None
+    return CredentialCallbacks(creds=creds, seed=seed, jwt=jwt, signature=signature)
 
 
 class Connection:
@@ -105,6 +134,7 @@ class Connection:
         disconnected_cb: EventCallback | None = None,
         reconnected_cb: EventCallback | None = None,
         tls_context: ssl.SSLContext | None = None,
+        credentials: CredentialCallbacks | None = None,
     ) -> None:
         for name, cb in (
             ("error_cb", error_cb),
@@ -119,6 +149,7 @@ class Connection:
         self.options = options
         self._callbacks = Callbacks(error_cb, closed_cb, disconnected_cb, reconnected_cb)
         self._tls_context = tls_context
+        self._credentials = credentials
         urls = list(options.servers)
         if not options.no_randomize:
             random.shuffle(urls)
@@ -139,6 +170,7 @@ class Connection:
             pool=self._pool,
             encoder=self._encoder,
             tls_context=self._tls_context,
+            credentials=self._credentials,
             forked_from=forked_from,
         )
 

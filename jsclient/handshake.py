@@ -17,7 +17,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 from . import auth
 from ._version import __version__
-from .errors import ProtocolError, TimeoutError, TLSError, server_error
+from .errors import AuthorizationError, ProtocolError, TimeoutError, TLSError, server_error
 from .message import Msg
 from .options import Options, mask_url
 from .protocol import PING, Err, Info, Parser, Pong, encode_connect
@@ -29,6 +29,7 @@ def open_link(
     options: Options,
     tls_context: ssl.SSLContext | None = None,
     on_info: Callable[[dict[str, Any]], None] | None = None,
+    credentials: auth.CredentialCallbacks | None = None,
 ) -> tuple[Transport, Parser, list[Any]]:
     """Dial, read INFO, start TLS if needed, send CONNECT + PING, wait for PONG (or -ERR).
 
@@ -57,9 +58,14 @@ def open_link(
         wants_tls = parts.scheme == "tls" or options.tls or tls_context is not None or info.data.get("tls_required")
         if wants_tls and not options.tls_handshake_first:
             transport = _start_tls(sock, url, host, options, tls_context, timeout)
+        if info.data.get("auth_required") and not _has_credentials(options, parts, credentials):
+            raise AuthorizationError(
+                f"{mask_url(url)} requires authentication: give user and password, token, nkey_seed, "
+                "creds_file or user_credentials"
+            )
         if on_info is not None:
             on_info(info.data)
-        payload = connect_payload(options, parts, info.data.get("nonce"))
+        payload = connect_payload(options, parts, info.data.get("nonce"), credentials)
         transport.sendall(encode_connect(payload) + PING)
         _, rest = read_until(transport, parser, Pong, timeout)
         transport.settimeout(None)
@@ -67,6 +73,13 @@ def open_link(
         transport.close()
         raise
     return transport, parser, rest
+
+
+def _has_credentials(options: Options, parts: SplitResult, credentials: auth.CredentialCallbacks | None) -> bool:
+    return bool(
+        parts.username or options.user or options.token or options.nkey_seed or options.creds_file
+        or options.user_credentials or credentials is not None
+    )
 
 
 def _start_tls(
@@ -110,7 +123,9 @@ def read_until(transport: Transport, parser: Parser, kind: type, timeout: float)
                 return ev, events[i + 1 :]
 
 
-def connect_payload(opts: Options, parts: SplitResult, nonce: str | None) -> dict[str, Any]:
+def connect_payload(
+    opts: Options, parts: SplitResult, nonce: str | None, credentials: auth.CredentialCallbacks | None = None
+) -> dict[str, Any]:
     """The CONNECT fields for these options (credentials from the options, else from the URL)."""
     payload: dict[str, Any] = {
         "verbose": opts.verbose,
@@ -135,5 +150,6 @@ def connect_payload(opts: Options, parts: SplitResult, nonce: str | None) -> dic
         payload["pass"] = password or ""
     elif token:
         payload["auth_token"] = token
-    payload.update(auth.connect_fields(opts.nkey_seed, opts.creds_file, nonce))
+    creds = opts.user_credentials or opts.creds_file
+    payload.update(auth.connect_fields(opts.nkey_seed, creds, nonce, credentials))
     return payload

@@ -84,6 +84,8 @@ class Options:
     # -- security --
     nkey_seed: str | None = field(default=None, repr=False)
     creds_file: str | None = None
+    #: A .creds file's path or its text (from a secret manager); a callable is accepted by ``connect``.
+    user_credentials: str | None = field(default=None, repr=False)
     #: Use TLS even for nats:// URLs (tls:// URLs and servers requiring it always do).
     tls: bool = False
     tls_ca_file: str | None = None
@@ -109,6 +111,7 @@ class Options:
             "token",
             "nkey_seed",
             "creds_file",
+            "user_credentials",
             "tls_ca_file",
             "tls_cert_file",
             "tls_key_file",
@@ -121,8 +124,8 @@ class Options:
             raise InvalidArgumentError("password needs user")
         if self.token is not None and self.user is not None:
             raise InvalidArgumentError("token and user/password are mutually exclusive")
-        if sum(bool(x) for x in (self.user or self.token, self.nkey_seed, self.creds_file)) > 1:
-            raise InvalidArgumentError("use one of user/password, token, nkey_seed or creds_file")
+        if sum(bool(x) for x in (self.user or self.token, self.nkey_seed, self.creds_file, self.user_credentials)) > 1:
+            raise InvalidArgumentError("use one of user/password, token, nkey_seed, creds_file or user_credentials")
         if self.tls_key_file and not self.tls_cert_file:
             raise InvalidArgumentError("tls_key_file needs tls_cert_file")
         for key in (
@@ -165,7 +168,7 @@ class Options:
             value = getattr(self, f.name)
             if f.name == "servers":
                 value = tuple(mask_url(s) for s in value)
-            elif f.name in ("password", "token", "nkey_seed") and value is not None:
+            elif f.name in ("password", "token", "nkey_seed", "user_credentials") and value is not None:
                 value = "***"
             shown.append(f"{f.name}={value!r}")
         return f"Options({', '.join(shown)})"

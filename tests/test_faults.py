@@ -113,7 +113,17 @@ def test_stream_leader_killed_mid_publish_loses_and_doubles_nothing() -> None:
         assert not any(t.is_alive() for t in threads)
         assert not failures, failures[:3]
         assert js.stream_info("R3").state.messages == 2 * total
-        replay = js.subscribe("r3.>", ordered=True)
+        # Reading back may have to wait for the cluster to settle after the restarts: once (CI of 89d99df)
+        # the API request that looks the stream up went unanswered for 5 s, the publishes all stored.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                replay = js.subscribe("r3.>", stream="R3", ordered=True)
+                break
+            except (jsclient.TimeoutError, jsclient.JetStreamAPIError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         stored: dict[str, Counter[int]] = {"r3.sync": Counter(), "r3.async": Counter()}
         for _ in range(2 * total):
             m = replay.next_msg(timeout=30)

@@ -6,7 +6,9 @@ import base64
 import hashlib
 import json
 import os
+import re
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,3 +295,83 @@ def test_tls_handshake_first_to_a_server_without_it(tls_files: dict[str, str]) -
             plain_first.url, tls_ca_file=tls_files["ca"], tls_handshake_first=True, connect_timeout=2,
             allow_reconnect=False,
         )
+
+
+# -- credentials from memory and callbacks ----------------------------------------------------------
+
+
+def test_creds_text_and_callables(operator_mode: tuple[NatsServer, dict[str, str]]) -> None:
+    """A secret manager hands over the creds: as text, or from a callable asked again at every reconnect."""
+    server, paths = operator_mode
+    text = Path(paths["good"]).read_text()
+    with jsclient.connect(server.url, user_credentials=text) as nc:
+        roundtrip(nc)
+    asked: list[int] = []
+    reconnected = threading.Event()
+
+    def from_vault() -> str:
+        asked.append(1)
+        return text
+
+    with jsclient.connect(server.url, user_credentials=from_vault, reconnected_cb=reconnected.set) as nc:
+        roundtrip(nc)
+        nc.force_reconnect()
+        assert reconnected.wait(10)
+        roundtrip(nc)
+    assert len(asked) == 2  # the first connect and the reconnect
+    with jsclient.connect(server.url, user_credentials=paths["good"]) as nc:  # a path works too
+        roundtrip(nc)
+    seed = re.search(r"SEED-----\n(\S+)", text)
+    assert seed is not None
+    opts = jsclient.Options.build(server.url, user_credentials=text)
+    assert seed.group(1) not in repr(opts) and "JWT" not in repr(opts)
+
+
+def test_jwt_and_signature_callbacks(operator_mode: tuple[NatsServer, dict[str, str]]) -> None:
+    server, paths = operator_mode
+    text = Path(paths["good"]).read_text()
+    jwt = re.search(r"JWT-----\n(\S+)", text).group(1)  # type: ignore[union-attr]
+    seed = re.search(r"SEED-----\n(\S+)", text).group(1)  # type: ignore[union-attr]
+    signed: list[bytes] = []
+
+    def sign(nonce: bytes) -> bytes:
+        signed.append(nonce)
+        return nkeys.from_seed(seed.encode()).sign(nonce)  # type: ignore[no-any-return]
+
+    with jsclient.connect(server.url, user_jwt_cb=lambda: jwt, signature_cb=sign) as nc:
+        roundtrip(nc)
+    assert len(signed) == 1 and signed[0]
+
+
+def test_an_nkey_seed_callable(tmp_path: Path) -> None:
+    seed, public = new_seed(nkeys.PREFIX_BYTE_USER)
+    config = "authorization { users: [ { nkey: \"" + public + "\" } ] }"
+    with NatsServer(jetstream=False, config=config) as server:
+        with jsclient.connect(server.url, nkey_seed=lambda: seed.decode()) as nc:
+            roundtrip(nc)
+        with pytest.raises(jsclient.AuthorizationError) as info:
+            jsclient.connect(server.url, nkey_seed=lambda: (_ for _ in ()).throw(KeyError(seed.decode())))
+        assert "nkey_seed callback failed (KeyError)" in str(info.value)
+        assert seed.decode() not in str(info.value)  # the secret the failure carried is not repeated
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"user_jwt_cb": lambda: "x"}, "user_jwt_cb and signature_cb go together"),
+        ({"user_credentials": lambda: "x", "nkey_seed": "SU..."}, "use one kind of credentials"),
+        ({"user_credentials": "x", "creds_file": "y"}, "use one kind of credentials"),
+        ({"signature_cb": "not callable", "user_jwt_cb": lambda: "x"}, "signature_cb must be callable"),
+    ],
+)
+def test_credentials_are_checked(kwargs: dict[str, object], fragment: str) -> None:
+    with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
+        jsclient.connect("nats://127.0.0.1:1", **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_server_requiring_auth_is_named_before_connect() -> None:
+    with NatsServer(jetstream=False, config="authorization {\n  token: s3cret\n}") as server:
+        with pytest.raises(jsclient.AuthorizationError, match="requires authentication: give user and password"):
+            jsclient.connect(server.url, allow_reconnect=False)
+        with jsclient.connect(server.url, token="s3cret") as nc:
+            roundtrip(nc)

@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 
 from tenacity import RetryError
 
+from ..auth import CredentialCallbacks
 from ..backoff import Backoff
 from ..checks import whole
 from ..errors import (
@@ -121,9 +122,11 @@ class Session:
         pool: list[str],
         encoder: PubEncoder,
         tls_context: ssl.SSLContext | None,
+        credentials: CredentialCallbacks | None = None,
         forked_from: int | None = None,
     ) -> None:
         self.conn = conn
+        self._credentials = credentials
         self.options = options
         self.callbacks = callbacks
         self.pool = pool  # the server pool: given URLs, then discovered ones (shared across forks)
@@ -218,7 +221,7 @@ class Session:
         self.timers.call_later(self.options.ping_interval, functools.partial(_ping_main, weakref.ref(self)))
 
     def _open(self, url: str) -> tuple[Transport, Parser, list[Any]]:
-        return open_link(url, self.options, self._tls_context, self.apply_info)
+        return open_link(url, self.options, self._tls_context, self.apply_info, self._credentials)
 
     def _activate(self, link: tuple[Transport, Parser, list[Any]], url: str) -> None:
         """Make a handshaken transport current: resubscribe, send the buffer, start its reader."""
