@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import re
 import ssl
@@ -375,3 +376,35 @@ def test_a_server_requiring_auth_is_named_before_connect() -> None:
             jsclient.connect(server.url, allow_reconnect=False)
         with jsclient.connect(server.url, token="s3cret") as nc:
             roundtrip(nc)
+
+
+def test_secrets_stay_out_of_logs_reprs_and_errors(caplog: pytest.LogCaptureFixture) -> None:
+    """Every log line jsclient writes while it connects, fails and retries with credentials, at DEBUG."""
+    caplog.set_level(logging.DEBUG, logger="jsclient")
+    seed, public = new_seed(nkeys.PREFIX_BYTE_USER)
+    wrong, _ = new_seed(nkeys.PREFIX_BYTE_USER)
+    password, token = "pa55-w0rd-xyz", "t0ken-abc-123"
+    config = (
+        "authorization { users: [ { nkey: \"" + public + "\" }, { user: app, password: \"" + password + "\" } ] }"
+    )
+    seen: list[str] = []
+    with NatsServer(jetstream=False, config=config) as server:
+        url = server.url.replace("nats://", f"nats://app:{password}@")
+        reconnected = threading.Event()
+        with jsclient.connect(url, reconnect_time_wait=0.05, reconnected_cb=reconnected.set) as nc:
+            seen += [repr(nc), repr(nc.options), str(nc.connected_url)]
+            server.restart()  # a lost connection and reconnect attempts: warnings and debug lines
+            assert reconnected.wait(15)
+            roundtrip(nc)
+        for kwargs in ({"nkey_seed": wrong.decode()}, {"nkey_seed": lambda: wrong.decode()}, {"token": token}):
+            with pytest.raises(jsclient.Error) as info:
+                jsclient.connect(server.url, allow_reconnect=False, **kwargs)  # type: ignore[arg-type]
+            seen.append(str(info.value))
+        with pytest.raises(jsclient.Error) as info:
+            jsclient.connect(url.replace(password, "wr0ng-pass"), retry_on_failed_connect=True)
+        seen.append(str(info.value))
+        seen.append(repr(jsclient.Options.build(url, nkey_seed=seed.decode())))
+    text = caplog.text + "\n".join(seen)
+    assert caplog.records, "nothing was logged: the test would prove nothing"
+    for secret in (seed.decode(), wrong.decode(), password, token, "wr0ng-pass"):
+        assert secret not in text, secret
