@@ -58,16 +58,22 @@ def open_link(
         wants_tls = parts.scheme == "tls" or options.tls or tls_context is not None or info.data.get("tls_required")
         if wants_tls and not options.tls_handshake_first:
             transport = _start_tls(sock, url, host, options, tls_context, timeout)
-        if info.data.get("auth_required") and not _has_credentials(options, parts, credentials):
-            raise AuthorizationError(
-                f"{mask_url(url)} requires authentication: give user and password, token, nkey_seed, "
-                "creds_file or user_credentials"
-            )
+        # Not refused here: a server with only a system account, or mapping TLS certificates, says
+        # auth_required yet takes a client without credentials.  Its refusal is explained below.
+        unauthenticated = bool(info.data.get("auth_required")) and not _has_credentials(options, parts, credentials)
         if on_info is not None:
             on_info(info.data)
         payload = connect_payload(options, parts, info.data.get("nonce"), credentials)
         transport.sendall(encode_connect(payload) + PING)
-        _, rest = read_until(transport, parser, Pong, timeout)
+        try:
+            _, rest = read_until(transport, parser, Pong, timeout)
+        except AuthorizationError as exc:
+            if not unauthenticated:
+                raise
+            raise AuthorizationError(
+                f"{exc} ({mask_url(url)} requires authentication: give user and password, token, nkey_seed, "
+                "creds_file or user_credentials)"
+            ) from None
         transport.settimeout(None)
     except BaseException:
         transport.close()

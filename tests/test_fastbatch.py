@@ -189,3 +189,13 @@ def test_the_flow_ack_wire_form() -> None:
     ack = _DECODER.decode(json.dumps({"type": "ack", "seq": 10, "msgs": 15}).encode())
     gap = _DECODER.decode(b'{"type":"gap","last_seq":10,"seq":15}')
     assert (ack.type, ack.seq, ack.msgs) == ("ack", 10, 15) and (gap.last_seq, gap.seq) == (10, 15)
+
+
+def test_a_bad_first_entry_sends_nothing(server: NatsServer) -> None:
+    with FrameProxy(server.host_port) as proxy, jsclient.connect(proxy.url) as nc:
+        nc.flush()
+        before = bytes(proxy.sent)
+        with pytest.raises(jsclient.InvalidArgumentError, match="batch message 0"):
+            nc.jetstream().publish_stream([("bad subject", b"1")])
+        nc.flush()
+        assert b"SUB " not in bytes(proxy.sent)[len(before):]  # not even the control channel's subscription

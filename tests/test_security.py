@@ -408,3 +408,11 @@ def test_secrets_stay_out_of_logs_reprs_and_errors(caplog: pytest.LogCaptureFixt
     assert caplog.records, "nothing was logged: the test would prove nothing"
     for secret in (seed.decode(), wrong.decode(), password, token, "wr0ng-pass"):
         assert secret not in text, secret
+
+
+def test_auth_required_alone_does_not_refuse_a_client_without_credentials() -> None:
+    """A server with only a system account says auth_required, yet lets a client without credentials in."""
+    config = 'accounts {\n  SYS: { users: [ { user: sys, password: "sys-pass" } ] }\n}\nsystem_account: SYS'
+    with NatsServer(jetstream=False, config=config) as server, jsclient.connect(server.url) as nc:
+        assert nc.server_info.get("auth_required") is True
+        roundtrip(nc)

@@ -220,6 +220,10 @@ def publish_stream(
         first = next(entries)
     except StopIteration:
         raise InvalidArgumentError("publish_stream needs at least one message") from None
+    try:
+        member(first, 0)  # a bad first entry is named before the control channel's SUB goes out
+    except InvalidArgumentError as exc:
+        raise _named(exc, 0) from None
     pub = _Publisher(js, gaps, flow, outstanding_acks, timeout or js.timeout)
     try:
         return _run(pub, first, entries)
@@ -276,13 +280,17 @@ def _run(pub: _Publisher, first: Any, entries: Iterator[Any]) -> FastBatchAck:
     return _result(pub, seq)
 
 
+def _named(exc: InvalidArgumentError, index: int) -> InvalidArgumentError:
+    """The error of a bad entry, saying which entry it is."""
+    return exc if str(exc).startswith("batch message") else InvalidArgumentError(f"batch message {index}: {exc}")
+
+
 def _add_checked(pub: _Publisher, heads: dict[str, bytes], entry: Any, index: int, seq: int, op: int) -> None:
     """Any entry, checked whole; bad input ends the batch with what went before (see :func:`_stop_at`)."""
     try:
         m = member(entry, index)
     except InvalidArgumentError as exc:
-        named = exc if str(exc).startswith("batch message") else InvalidArgumentError(f"batch message {index}: {exc}")
-        raise _stop_at(pub, seq - 1, named) from None
+        raise _stop_at(pub, seq - 1, _named(exc, index)) from None
     subject = m.subject.encode()
     header = encode(m.headers) if m.headers else b""
     limit = pub.conn.max_payload
