@@ -11,7 +11,7 @@ all: test
 $(STAMP): setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev,spark,connect]'
+	$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket]'
 	touch $(STAMP)
 
 ## make test: lint, type-check, then the whole suite against real nats-server processes.

@@ -41,6 +41,7 @@ class Row:
     target: float | None  # required jsclient / nats-py ratio
     module: str = "benchmarks.clients"
     higher_is_better: bool = True
+    websocket: bool = False  # the client connects to the server's ws:// listener (feeders stay on TCP)
 
 
 ALL = ("jsclient", "nats-py", "pynats2", "raw")
@@ -51,6 +52,9 @@ ROWS = [
     Row("request", "request/reply req/s, 1 in flight", 5_000, ALL, None),
     Row("request_concurrent", "request/reply req/s, 16 in flight", 20_000, ("jsclient", "nats-py", "raw"), 2.0),
     Row("request_threads", "request/reply req/s, 16 threads", 20_000, ("jsclient",), None),
+    # Target: the TCP rows' targets less a quarter (WebSocket framing costs every client alike).
+    Row("ws_publish", "WebSocket publish msgs/s (128 B)", 500_000, ("jsclient", "nats-py"), 1.9, websocket=True),
+    Row("ws_next_msg", "WebSocket next_msg msgs/s", 200_000, ("jsclient", "nats-py"), 6.0, websocket=True),
 ]
 JS = ("jsclient", "nats-py")
 JS_RAW = (*JS, "raw")  # the raw socket shows what the server allows
@@ -67,6 +71,8 @@ JS_ROWS = [
     Row("direct_last", "direct get, last by subject ops/s", 5_000, JS_RAW, 2.0, JS_MODULE),
     Row("direct_batch", "direct get batch (nats-py: single gets) msgs/s", 100_000, JS, 10.0, JS_MODULE),
     Row("kv_get", "kv.get ops/s", 5_000, JS_RAW, 2.0, JS_MODULE),
+    Row("obj_put", "object store put MiB/s (one 64 MiB object)", 64, JS, 2.0, JS_MODULE),
+    Row("obj_get", "object store get MiB/s (one 64 MiB object)", 64, JS, 2.0, JS_MODULE),
     Row("watchdog", "watchdog: 5,000 heartbeat subs, % of a core", 5_000, ("jsclient",), None, JS_MODULE, False),
 ]
 #: nats-py's single direct gets take ~0.3 ms each: it gets fewer, its rate is per message all the same.
@@ -98,7 +104,8 @@ def pin_client() -> None:
 OLD = "jsclient-old"
 
 
-def measure(client: str, row: Row, url: str, scale: float, old_tree: str = "") -> float | None:
+def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: str = "") -> float | None:
+    url = server.ws_url if row.websocket else server.url
     count = max(100, int(row.count * scale))
     if client == "pynats2" and row.key == "request":
         count = max(100, count // 10)  # it subscribes and unsubscribes per request
@@ -106,6 +113,8 @@ def measure(client: str, row: Row, url: str, scale: float, old_tree: str = "") -
         count = max(100, int(SHORTER_FOR_PEER[row.key] * scale))
     if row.key == "watchdog":
         count = row.count  # a fixed population, not a work count
+    if row.key.startswith("obj_"):
+        count = max(1, int(row.count * scale))  # MiB, not messages
     proc = subprocess.run(
         [sys.executable, "-m", row.module, "jsclient" if client == OLD else client, row.key, url, str(count)],
         cwd=old_tree if client == OLD else ROOT,  # `python -m` imports jsclient from its working directory
@@ -113,6 +122,7 @@ def measure(client: str, row: Row, url: str, scale: float, old_tree: str = "") -
         text=True,
         timeout=600,
         preexec_fn=pin_client,
+        env={**os.environ, "BENCH_TCP_URL": server.url},  # for the feeder of a WebSocket row
     )
     if proc.returncode != 0:
         print(f"  {client} {row.key} failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
@@ -154,7 +164,7 @@ def main() -> None:
         )
         return
     results: dict[str, dict[str, float | None]] = {}
-    with NatsServer(jetstream=True) as server:
+    with NatsServer(jetstream=True, websocket=True) as server:
         if pinning():
             assert server.proc is not None
             pin_process(server.proc.pid, INFRA_CORES)  # threads it starts later inherit it
@@ -180,7 +190,7 @@ def main() -> None:
                 runs: dict[str, list[float]] = {client: [] for client in clients}
                 for _ in range(args.repeat):
                     for client in clients:
-                        rate = measure(client, row, server.url, args.scale, args.old)
+                        rate = measure(client, row, server, args.scale, args.old)
                         if rate is not None:
                             runs[client].append(rate)
                 results[row.key] = {}

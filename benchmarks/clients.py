@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,6 +27,8 @@ class Feeder:
     """Starts the feeder process; ``go()`` releases its burst."""
 
     def __init__(self, url: str, subject: str, n: int) -> None:
+        if url.startswith("ws"):  # a WebSocket row: the feeder publishes over TCP all the same
+            url = os.environ["BENCH_TCP_URL"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.feeder", url, subject, str(n), str(len(PAYLOAD))],
             stdin=subprocess.PIPE,
@@ -357,4 +360,5 @@ CLIENTS = {"jsclient": jsclient_row, "nats-py": natspy_row, "pynats2": pynats2_r
 
 if __name__ == "__main__":
     client, row, url, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    row = row.removeprefix("ws_")  # the same work; the URL given is the ws:// one
     print(json.dumps({"rate": CLIENTS[client](row, url, count)}))

@@ -115,6 +115,17 @@ def jsclient_row(row: str, url: str, n: int) -> float:
             return n / (time.perf_counter() - start)
         if row == "watchdog":
             return watchdog_cost(nc, js, n)
+        if row in ("obj_put", "obj_get"):  # n MiB in one object, in a memory bucket of its own
+            data = os.urandom(n << 20)
+            obs = js.create_object_store(tag, storage="memory")
+            start = time.perf_counter()
+            obs.put("big", data)
+            if row == "obj_get":
+                start = time.perf_counter()
+                assert len(obs.get_bytes("big")) == len(data)
+            rate = n / (time.perf_counter() - start)
+            js.delete_object_store(tag)
+            return rate
     finally:
         nc.close()
     raise SystemExit(f"unknown row {row}")
@@ -210,6 +221,19 @@ def natspy_row(row: str, url: str, n: int) -> float:
                 for i in range(n):
                     await kv.get(f"k{i % KEYS}")
                 return n / (time.perf_counter() - start)
+            if row in ("obj_put", "obj_get"):
+                from nats.js.api import ObjectStoreConfig, StorageType
+
+                data = os.urandom(n << 20)
+                obs = await js.create_object_store(tag, config=ObjectStoreConfig(storage=StorageType.MEMORY))
+                start = time.perf_counter()
+                await obs.put("big", data)
+                if row == "obj_get":
+                    start = time.perf_counter()
+                    assert len((await obs.get("big")).data) == len(data)
+                rate = n / (time.perf_counter() - start)
+                await js.delete_object_store(tag)
+                return rate
         finally:
             await nc.close()
         raise SystemExit(f"unsupported row {row} for nats-py")

@@ -21,6 +21,7 @@ from .errors import (
     ConnectionLostError,
     ConsumerNotFoundError,
     CounterError,
+    DigestMismatchError,
     DirectGetDisabledError,
     Error,
     FastBatchError,
@@ -46,6 +47,10 @@ from .errors import (
     NoRespondersError,
     NoServersError,
     NoStreamResponseError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    ObjectStoreNotFoundError,
     ProtocolError,
     ReconnectBufferFullError,
     ScheduleError,
@@ -62,6 +67,7 @@ from .jetstream.batch import AtomicBatch, BatchAck
 from .jetstream.context import JetStream
 from .jetstream.fastbatch import FastBatchAck
 from .jetstream.kv import KeyValue
+from .jetstream.objectstore import ObjectInfo, ObjectLink, ObjectReader, ObjectStore
 from .message import Msg
 from .options import Options
 from .subscription import Subscription
@@ -85,6 +91,7 @@ __all__ = [
     "ConnectionLostError",
     "ConsumerNotFoundError",
     "CounterError",
+    "DigestMismatchError",
     "DirectGetDisabledError",
     "Error",
     "FastBatchAck",
@@ -115,6 +122,14 @@ __all__ = [
     "NoRespondersError",
     "NoServersError",
     "NoStreamResponseError",
+    "ObjectExistsError",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectNotFoundError",
+    "ObjectReader",
+    "ObjectStore",
+    "ObjectStoreError",
+    "ObjectStoreNotFoundError",
     "Options",
     "ProtocolError",
     "ReconnectBufferFullError",

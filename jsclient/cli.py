@@ -163,12 +163,16 @@ def cmd_server(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if args.cluster:
-        with NatsCluster(3) as cluster:
+        with NatsCluster(3, websocket=args.websocket) as cluster:
             print("3-node cluster with JetStream:", ", ".join(cluster.urls), flush=True)
+            if args.websocket:
+                print("WebSocket:", ", ".join(cluster.ws_urls), flush=True)
             _wait(stop)
         return EXIT_OK
-    with NatsServer(port=args.port or None) as server:
+    with NatsServer(port=args.port or None, websocket=args.websocket) as server:
         print(f"nats-server with JetStream at {server.url} (store {server.store_dir}); Ctrl-C stops it", flush=True)
+        if args.websocket:
+            print(f"WebSocket at {server.ws_url}", flush=True)
         _wait(stop)
     return EXIT_OK
 
@@ -551,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("server", help="run an embedded nats-server with JetStream")
     p.add_argument("--cluster", action="store_true", help="a local 3-node cluster")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--websocket", action="store_true", help="also listen for WebSocket clients (ws://)")
     p.set_defaults(func=cmd_server)
 
     p = sub.add_parser("pub", parents=[common], help="publish a message ({n} in DATA becomes its number)")

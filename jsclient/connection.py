@@ -213,6 +213,11 @@ class Connection:
         return mask_url(url) if url else None
 
     @property
+    def servers(self) -> list[str]:
+        """The server pool: the URLs given, then those the cluster announced (with the scheme connected with)."""
+        return [mask_url(url) for url in self._session.pool]
+
+    @property
     def server_info(self) -> dict[str, Any]:
         return dict(self._session.info)
 

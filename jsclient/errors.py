@@ -465,3 +465,26 @@ class KeyExistsError(KeyValueError):
 
 class KeyWrongRevisionError(KeyValueError):
     """update(): the key's revision is not the one given."""
+
+
+# -- object store ----------------------------------------------------------------
+
+
+class ObjectStoreError(JetStreamError):
+    """Base of object store errors."""
+
+
+class ObjectStoreNotFoundError(ObjectStoreError):
+    """No object store (bucket) of that name."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """No such object (never stored, or deleted), or its chunks went while it was being read."""
+
+
+class ObjectExistsError(ObjectStoreError):
+    """A rename or a link would replace an object that exists."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """The bytes read do not match the object's size or SHA-256 digest: they are not returned as good."""

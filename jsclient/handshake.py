@@ -19,9 +19,10 @@ from . import auth
 from ._version import __version__
 from .errors import AuthorizationError, ProtocolError, TimeoutError, TLSError, server_error
 from .message import Msg
-from .options import Options, mask_url
+from .options import WEBSOCKET_SCHEMES, Options, mask_url
 from .protocol import PING, Err, Info, Parser, Pong, encode_connect
 from .transport import PlainTransport, TLSTransport, Transport, default_tls_context, dial
+from .websocket import open_websocket
 
 
 def open_link(
@@ -41,14 +42,21 @@ def open_link(
     timeout = options.connect_timeout
     sock = dial(host, parts.port or 4222, timeout)
     transport: Transport = PlainTransport(sock)
+    websocket = parts.scheme in WEBSOCKET_SCHEMES
     try:
         parser = Parser(msg_class=Msg)
-        if options.tls_handshake_first:  # TLS before anything else, then the INFO over it
+        if websocket:  # TLS (wss) under the WebSocket, then the INFO inside it; never STARTTLS after
+            if parts.scheme == "wss" or options.tls or tls_context is not None:
+                transport = _start_tls(sock, url, host, options, tls_context, timeout)
+            transport = open_websocket(
+                transport, parts, options.ws_headers, compression=options.ws_compression, timeout=timeout
+            )
+        elif options.tls_handshake_first:  # TLS before anything else, then the INFO over it
             transport = _start_tls(sock, url, host, options, tls_context, timeout)
         try:
             info, _ = read_until(transport, parser, Info, timeout)
         except TimeoutError:
-            if options.tls_handshake_first:
+            if options.tls_handshake_first or websocket:
                 raise
             raise TimeoutError(
                 f"no INFO from {mask_url(url)} within {timeout} s (a server with TLS handshake_first needs "
@@ -56,7 +64,7 @@ def open_link(
             ) from None
         assert isinstance(info, Info)
         wants_tls = parts.scheme == "tls" or options.tls or tls_context is not None or info.data.get("tls_required")
-        if wants_tls and not options.tls_handshake_first:
+        if wants_tls and not options.tls_handshake_first and not websocket:
             transport = _start_tls(sock, url, host, options, tls_context, timeout)
         # Not refused here: a server with only a system account, or mapping TLS certificates, says
         # auth_required yet takes a client without credentials.  Its refusal is explained below.

@@ -18,7 +18,8 @@ from .checks import seconds, whole
 from .errors import InvalidArgumentError
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-SCHEMES = ("nats", "tls")
+SCHEMES = ("nats", "tls", "ws", "wss")
+WEBSOCKET_SCHEMES = ("ws", "wss")
 #: Beyond this a poll loop costs more CPU than any wake-up it could spare.
 MAX_SPIN_WAIT = 0.01
 
@@ -95,6 +96,12 @@ class Options:
     tls_hostname: str | None = None
     #: Start TLS before the server's INFO (a server with ``tls { handshake_first: true }``, or a TLS proxy).
     tls_handshake_first: bool = False
+    # -- WebSocket (ws:// and wss:// URLs) --
+    #: Extra HTTP headers for the upgrade request, as (name, value) pairs (a dict is accepted): a proxy's
+    #: Authorization, a JWT cookie.  Values may be secrets, so repr leaves them out.
+    ws_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: Offer permessage-deflate (the server takes it only with ``websocket { compression: true }``).
+    ws_compression: bool = False
 
     def __post_init__(self) -> None:
         servers: Any = self.servers
@@ -104,6 +111,9 @@ class Options:
             raise InvalidArgumentError("servers must be a URL or a non-empty list of URLs")
         normalised = tuple(_normalise_url(s) for s in servers)
         object.__setattr__(self, "servers", normalised)
+        if len({urlsplit(s).scheme in WEBSOCKET_SCHEMES for s in normalised}) > 1:
+            raise InvalidArgumentError("servers mixes ws:// or wss:// URLs with nats:// or tls:// ones; use one kind")
+        object.__setattr__(self, "ws_headers", _ws_headers(self.ws_headers))
         for key in (
             "name",
             "user",
@@ -139,6 +149,7 @@ class Options:
             "tls",
             "tls_handshake_first",
             "retry_on_failed_connect",
+            "ws_compression",
         ):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgumentError(f"{key} must be a bool, not {getattr(self, key)!r}")
@@ -170,6 +181,8 @@ class Options:
                 value = tuple(mask_url(s) for s in value)
             elif f.name in ("password", "token", "nkey_seed", "user_credentials") and value is not None:
                 value = "***"
+            elif f.name == "ws_headers":
+                value = tuple((name, "***") for name, _ in value)
             shown.append(f"{f.name}={value!r}")
         return f"Options({', '.join(shown)})"
 
@@ -199,15 +212,39 @@ def _normalise_url(url: Any) -> str:
         port = parts.port
     except ValueError:
         raise InvalidArgumentError(f"server URL {mask_url(url)!r} has a bad port") from None
-    if parts.scheme in ("ws", "wss"):
-        raise InvalidArgumentError(
-            f"server URL {mask_url(url)!r}: this version of jsclient has no WebSocket transport; "
-            "use a nats:// or tls:// URL"
-        )
     if parts.scheme not in SCHEMES:
         raise InvalidArgumentError(f"server URL {mask_url(url)!r}: scheme must be one of {', '.join(SCHEMES)}")
     if not parts.hostname:
         raise InvalidArgumentError(f"server URL {mask_url(url)!r} has no host")
     if port is None:
-        url = parts._replace(netloc=parts.netloc + ":4222").geturl()
+        default = {"ws": 80, "wss": 443}.get(parts.scheme, 4222)
+        url = parts._replace(netloc=f"{parts.netloc}:{default}").geturl()
     return str(url)
+
+
+def _ws_headers(value: Any) -> tuple[tuple[str, str], ...]:
+    """Upgrade headers as (name, value) pairs, each checked (a value is never shown: it may be a secret)."""
+    pairs = list(value.items()) if isinstance(value, dict) else value
+    if not isinstance(pairs, (tuple, list)):
+        raise InvalidArgumentError(f"ws_headers must be a dict or (name, value) pairs, not {type(value).__name__}")
+    checked = []
+    for pair in pairs:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(x, str) for x in pair):
+            raise InvalidArgumentError("ws_headers entries must be (name, value) pairs of str")
+        name, text = pair
+        if not name or any(c in _NOT_TOKEN or ord(c) < 33 or ord(c) > 126 for c in name):
+            raise InvalidArgumentError(f"ws_headers: {name!r} is not a valid HTTP header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise InvalidArgumentError(f"ws_headers: {name!r} is set by the WebSocket upgrade itself")
+        if any(c in "\r\n\0" for c in text):
+            raise InvalidArgumentError(f"ws_headers: the value of {name!r} has a line break or NUL")
+        checked.append((name, text))
+    return tuple(checked)
+
+
+#: Headers the upgrade itself sets; a user may not replace them.
+RESERVED_HEADERS = frozenset({
+    "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
+    "sec-websocket-protocol", "content-length", "transfer-encoding",
+})
+_NOT_TOKEN = frozenset('()<>@,;:\\"/[]?={} \t')

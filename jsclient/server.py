@@ -79,10 +79,20 @@ class NatsServer:
         debug: bool = False,
         start_timeout: float = 10.0,
         binary: str | None = None,
+        websocket: bool = False,
+        websocket_cert_file: str | None = None,
+        websocket_key_file: str | None = None,
+        websocket_compression: bool = False,
     ) -> None:
         self.binary = binary or find_server_binary()
         self.port = port or free_port()
         self.monitor_port = free_port()
+        if (websocket_cert_file is None) != (websocket_key_file is None):
+            raise ValueError("websocket_cert_file and websocket_key_file go together")
+        #: The WebSocket listener's port (None without one); TLS when a certificate is given.
+        self.ws_port = free_port() if websocket else None
+        self._ws_tls = (websocket_cert_file, websocket_key_file) if websocket_cert_file else None
+        self._ws_compression = websocket_compression
         self.jetstream = jetstream
         self.domain = domain
         self.extra_config = config
@@ -104,6 +114,13 @@ class NatsServer:
     def host_port(self) -> tuple[str, int]:
         return ("127.0.0.1", self.port)
 
+    @property
+    def ws_url(self) -> str:
+        """``ws://`` (or ``wss://`` with a certificate) URL of the WebSocket listener."""
+        if self.ws_port is None:
+            raise Error("this NatsServer has no WebSocket listener (start it with websocket=True)")
+        return f"{'wss' if self._ws_tls else 'ws'}://127.0.0.1:{self.ws_port}"
+
     def _write_config(self) -> None:
         lines = [
             f'server_name: "{self.name}"',
@@ -113,6 +130,14 @@ class NatsServer:
         if self.jetstream:
             domain = f'\n  domain: "{self.domain}"' if self.domain else ""
             lines.append(f'jetstream {{\n  store_dir: "{self.store_dir}"{domain}\n}}')
+        if self.ws_port is not None:
+            if self._ws_tls:
+                cert, key = self._ws_tls
+                tls = f'tls {{\n    cert_file: "{cert}"\n    key_file: "{key}"\n  }}'
+            else:
+                tls = "no_tls: true"
+            compression = "true" if self._ws_compression else "false"
+            lines.append(f"websocket {{\n  listen: 127.0.0.1:{self.ws_port}\n  {tls}\n  compression: {compression}\n}}")
         if self.debug:
             lines += ["debug: true", "trace: true"]
         lines.append(self.extra_config)
@@ -148,13 +173,22 @@ class NatsServer:
                 with socket.create_connection(self.host_port, timeout=0.5) as s:
                     # With TLS handshake_first the server says nothing until the client starts TLS.
                     tls_first = "handshake_first" in self.extra_config
-                    if (tls_first or s.recv(4).startswith(b"INFO")) and self._healthy():
+                    if (tls_first or s.recv(4).startswith(b"INFO")) and self._healthy() and self._ws_listening():
                         return
             except OSError as exc:
                 last = exc
             time.sleep(0.02)
         self.kill()
         raise Error(f"nats-server did not become ready in {self.start_timeout} s ({last}); log:\n{self.log_tail()}")
+
+    def _ws_listening(self) -> bool:
+        if self.ws_port is None:
+            return True
+        try:
+            socket.create_connection(("127.0.0.1", self.ws_port), timeout=0.5).close()
+        except OSError:
+            return False
+        return True
 
     def _healthy(self) -> bool:
         """The monitoring endpoint reports ready (JetStream included when on)."""
@@ -250,7 +284,15 @@ class NatsServer:
 class NatsCluster:
     """Several NatsServer processes routed to each other on loopback (default 3)."""
 
-    def __init__(self, size: int = 3, *, jetstream: bool = True, name: str = "jsclient", config: str = "") -> None:
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        jetstream: bool = True,
+        name: str = "jsclient",
+        config: str = "",
+        websocket: bool = False,
+    ) -> None:
         if size < 2:
             raise ValueError("a cluster needs at least 2 servers")
         cluster_ports = [free_port() for _ in range(size)]
@@ -258,11 +300,15 @@ class NatsCluster:
         for i, cport in enumerate(cluster_ports):
             routes = ", ".join(f"nats-route://127.0.0.1:{p}" for j, p in enumerate(cluster_ports) if j != i)
             block = f"cluster {{\n  name: {name}\n  listen: 127.0.0.1:{cport}\n  routes: [{routes}]\n}}\n{config}"
-            self.servers.append(NatsServer(jetstream=jetstream, config=block, name=f"{name}-{i}"))
+            self.servers.append(NatsServer(jetstream=jetstream, config=block, name=f"{name}-{i}", websocket=websocket))
 
     @property
     def urls(self) -> list[str]:
         return [srv.url for srv in self.servers]
+
+    @property
+    def ws_urls(self) -> list[str]:
+        return [srv.ws_url for srv in self.servers]
 
     def start(self) -> NatsCluster:
         for srv in self.servers:

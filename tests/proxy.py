@@ -1,4 +1,4 @@
-"""A loopback TCP proxy that can rewrite server-to-client frames.
+"""A loopback TCP proxy that can rewrite server-to-client frames (NATS or WebSocket ones).
 
 Used only to inject what a real nats-server will not produce on demand (a
 dropped delivery, an unknown status, garbage bytes); every test that uses it
@@ -16,6 +16,53 @@ import threading
 from collections.abc import Callable
 
 Filter = Callable[[bytes], bytes]
+
+
+class Cut(bytes):
+    """Returned by a filter: forward these bytes, then close the client's connection."""
+
+
+def split_ws_frames(buf: bytearray) -> list[bytes]:
+    """Remove and return the complete WebSocket frames (masked or not) at the start of ``buf``."""
+    frames: list[bytes] = []
+    while len(buf) >= 2:
+        size, pos = buf[1] & 0x7F, 2
+        if size >= 126:
+            pos = 4 if size == 126 else 10
+            if len(buf) < pos:
+                break
+            size = int.from_bytes(buf[2:pos], "big")
+        end = pos + (4 if buf[1] & 0x80 else 0) + size
+        if len(buf) < end:
+            break
+        frames.append(bytes(buf[:end]))
+        del buf[:end]
+    return frames
+
+
+def ws_parse(frame: bytes) -> tuple[int, bytes]:
+    """A whole frame's opcode and its payload, unmasked."""
+    size, pos = frame[1] & 0x7F, 2
+    if size == 126:
+        pos = 4
+    elif size == 127:
+        pos = 10
+    if not frame[1] & 0x80:
+        return frame[0] & 0x0F, frame[pos:]
+    key, payload = frame[pos : pos + 4], frame[pos + 4 :]
+    return frame[0] & 0x0F, bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def ws_frame(opcode: int, payload: bytes, *, fin: bool = True) -> bytes:
+    """An unmasked frame, as a server sends."""
+    size = len(payload)
+    if size < 126:
+        head = bytes([size])
+    elif size < 65536:
+        head = bytes([126]) + size.to_bytes(2, "big")
+    else:
+        head = bytes([127]) + size.to_bytes(8, "big")
+    return bytes([(0x80 if fin else 0) | opcode]) + head + payload
 
 
 def split_frames(buf: bytearray) -> list[bytes]:
@@ -53,8 +100,17 @@ class FrameProxy:
     """Listens on 127.0.0.1; each accepted client gets its own upstream connection."""
 
     def __init__(
-        self, upstream: tuple[str, int], frame_filter: Filter | None = None, *, upstream_filter: Filter | None = None
+        self,
+        upstream: tuple[str, int],
+        frame_filter: Filter | None = None,
+        *,
+        upstream_filter: Filter | None = None,
+        websocket: bool = False,
     ) -> None:
+        #: With ``websocket``, the filter sees the server's WebSocket frames (after the HTTP upgrade answer).
+        self.websocket = websocket
+        #: Every byte the server sent, for tests that check what went on the wire.
+        self.received = bytearray()
         self.upstream = upstream
         self.filter: Filter = frame_filter or (lambda frame: frame)
         self.upstream_filter = upstream_filter
@@ -72,7 +128,7 @@ class FrameProxy:
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'ws' if self.websocket else 'nats'}://127.0.0.1:{self.port}"
 
     def _accept(self) -> None:
         while not self._closed:
@@ -103,12 +159,29 @@ class FrameProxy:
 
     def _pipe_down(self, src: socket.socket, dst: socket.socket) -> None:
         buf = bytearray()
+        upgraded = not self.websocket
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
+                self.received += data
                 buf += data
-                out = b"".join(self.filter(frame) for frame in split_frames(buf))
-                if out:
-                    dst.sendall(out)
+                if not upgraded:  # the HTTP answer to the upgrade passes as it is
+                    end = buf.find(b"\r\n\r\n")
+                    if end < 0:
+                        continue
+                    dst.sendall(bytes(buf[: end + 4]))
+                    del buf[: end + 4]
+                    upgraded = True
+                frames = split_ws_frames(buf) if self.websocket else split_frames(buf)
+                for frame in frames:
+                    out = self.filter(frame)
+                    if out:
+                        dst.sendall(out)
+                    if isinstance(out, Cut):  # shutdown first: close alone waits for the other pipe's recv
+                        for sock in (dst, src):
+                            with contextlib.suppress(OSError):
+                                sock.shutdown(socket.SHUT_RDWR)
+                            sock.close()
+                        return
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
 

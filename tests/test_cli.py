@@ -124,13 +124,23 @@ def test_python_dash_m_and_server_command() -> None:
     assert version.returncode == 0 and version.stdout.startswith("jsclient ")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jsclient", "server", "--port", str(port)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "jsclient", "server", "--port", str(port), "--websocket"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
         assert f"127.0.0.1:{port}" in proc.stdout.readline()
+        ws_url = proc.stdout.readline().split()[-1]
+        assert ws_url.startswith("ws://127.0.0.1:")
         with jsclient.connect(f"nats://127.0.0.1:{port}") as nc:
             assert nc.jetstream().account_info().api.level >= 0
+            sub = nc.subscribe("cli.ws")
+            nc.flush()
+            pub = subprocess.run([sys.executable, "-m", "jsclient", "--server", ws_url, "pub", "cli.ws", "over ws"],
+                                 capture_output=True, text=True, timeout=60)
+            assert pub.returncode == 0, pub.stderr
+            assert sub.next_msg(timeout=5).data == b"over ws"
     finally:
         proc.terminate()
         proc.wait(15)

@@ -82,8 +82,8 @@ def test_input_gaps_are_named_before_anything_is_sent(server: NatsServer, tmp_pa
         assert js.consumer_names("GAPS") == []
         nc.publish("gaps.x", b"fine")
         assert sub.next_msg(timeout=2).data == b"fine"
-    for url in ("ws://127.0.0.1:4222", "wss://example.test:443"):
-        with pytest.raises(jsclient.InvalidArgumentError, match="no WebSocket transport"):
+    for url in ("http://127.0.0.1:4222", "wsx://example.test:443"):
+        with pytest.raises(jsclient.InvalidArgumentError, match="scheme must be one of nats, tls, ws, wss"):
             jsclient.connect(url)
     missing = f"{tmp_path}/nowhere.creds"
     with pytest.raises(jsclient.InvalidArgumentError, match=r"cannot read creds file .*nowhere\.creds"):

@@ -387,15 +387,20 @@ def test_secrets_stay_out_of_logs_reprs_and_errors(caplog: pytest.LogCaptureFixt
     config = (
         "authorization { users: [ { nkey: \"" + public + "\" }, { user: app, password: \"" + password + "\" } ] }"
     )
+    bearer = "Bearer pr0xy-s3cret"  # a WebSocket upgrade header for an authenticating proxy
     seen: list[str] = []
-    with NatsServer(jetstream=False, config=config) as server:
+    with NatsServer(jetstream=False, config=config, websocket=True) as server:
         url = server.url.replace("nats://", f"nats://app:{password}@")
-        reconnected = threading.Event()
-        with jsclient.connect(url, reconnect_time_wait=0.05, reconnected_cb=reconnected.set) as nc:
-            seen += [repr(nc), repr(nc.options), str(nc.connected_url)]
+        ws_url = server.ws_url.replace("ws://", f"ws://app:{password}@")
+        reconnected, ws_reconnected = threading.Event(), threading.Event()
+        with jsclient.connect(url, reconnect_time_wait=0.05, reconnected_cb=reconnected.set) as nc, jsclient.connect(
+            ws_url, ws_headers={"Authorization": bearer}, reconnect_time_wait=0.05, reconnected_cb=ws_reconnected.set
+        ) as ws:
+            seen += [repr(nc), repr(nc.options), str(nc.connected_url), repr(ws.options), str(ws.connected_url)]
             server.restart()  # a lost connection and reconnect attempts: warnings and debug lines
-            assert reconnected.wait(15)
+            assert reconnected.wait(15) and ws_reconnected.wait(15)
             roundtrip(nc)
+            roundtrip(ws)
         for kwargs in ({"nkey_seed": wrong.decode()}, {"nkey_seed": lambda: wrong.decode()}, {"token": token}):
             with pytest.raises(jsclient.Error) as info:
                 jsclient.connect(server.url, allow_reconnect=False, **kwargs)  # type: ignore[arg-type]
@@ -406,7 +411,7 @@ def test_secrets_stay_out_of_logs_reprs_and_errors(caplog: pytest.LogCaptureFixt
         seen.append(repr(jsclient.Options.build(url, nkey_seed=seed.decode())))
     text = caplog.text + "\n".join(seen)
     assert caplog.records, "nothing was logged: the test would prove nothing"
-    for secret in (seed.decode(), wrong.decode(), password, token, "wr0ng-pass"):
+    for secret in (seed.decode(), wrong.decode(), password, token, "wr0ng-pass", "pr0xy-s3cret"):
         assert secret not in text, secret
 
 

@@ -224,6 +224,8 @@ class Reader:
         read failed (the loss is handled).
         """
         if not n:
+            if isinstance(error, ProtocolError):  # bad WebSocket framing: reported as a parser error is
+                self._report_error(error)
             self._lost(error or ConnectionResetError("server closed the connection"), side.gen)
             return None
         route = self.router.route
@@ -304,7 +306,7 @@ def poll_before_recv(side: ReadSide, spin: float) -> None:
 def recv(recv_into: Callable[[bytearray], int], buffer: bytearray) -> tuple[int, Exception | None]:
     try:
         return recv_into(buffer), None
-    except (OSError, ssl.SSLError) as exc:
+    except (OSError, ssl.SSLError, ProtocolError) as exc:
         return 0, exc
 
 

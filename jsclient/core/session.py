@@ -221,7 +221,8 @@ class Session:
         self.timers.call_later(self.options.ping_interval, functools.partial(_ping_main, weakref.ref(self)))
 
     def _open(self, url: str) -> tuple[Transport, Parser, list[Any]]:
-        return open_link(url, self.options, self._tls_context, self.apply_info, self._credentials)
+        on_info = functools.partial(self.apply_info, url=url)
+        return open_link(url, self.options, self._tls_context, on_info, self._credentials)
 
     def _activate(self, link: tuple[Transport, Parser, list[Any]], url: str) -> None:
         """Make a handshaken transport current: resubscribe, send the buffer, start its reader."""
@@ -264,18 +265,20 @@ class Session:
                     frames.append(encode_unsub(sub.sid, left))
         return b"".join(frames)
 
-    def apply_info(self, info: dict[str, Any]) -> None:
+    def apply_info(self, info: dict[str, Any], url: str | None = None) -> None:
+        """Take a server's INFO; ``url`` is the one it came through (default: the connected one)."""
         self.info = info
         max_payload = info.get("max_payload")
         if isinstance(max_payload, int) and max_payload > 0:
             self.encoder.set_max_payload(max_payload)
         urls = info.get("connect_urls")
         if urls and not self.options.ignore_discovered_servers:
-            self._discover(urls)
+            self._discover(urls, url or self.connected_url)
 
-    def _discover(self, urls: list[str]) -> None:
-        """Add cluster members announced in INFO to the pool (shuffled unless no_randomize)."""
-        scheme = "tls" if self.connected_url and self.connected_url.startswith("tls://") else "nats"
+    def _discover(self, urls: list[str], through: str | None) -> None:
+        """Add cluster members announced in INFO to the pool, with the scheme of the URL ``through`` which
+        they were learnt (a ws:// client hears of WebSocket ports); shuffled unless no_randomize."""
+        scheme = urlsplit(through).scheme if through else "nats"
         known = {urlsplit(url).netloc.rpartition("@")[2] for url in self.pool}
         fresh = [f"{scheme}://{u}" for u in urls if isinstance(u, str) and u not in known]
         if not fresh:

@@ -31,6 +31,7 @@ from ..errors import (
     MessageNotFoundError,
     NoRespondersError,
     NoStreamResponseError,
+    ObjectStoreNotFoundError,
     StreamNotFoundError,
     TimeoutError,
 )
@@ -50,6 +51,8 @@ from .api import (
 from .batch import AtomicBatch, BatchAck
 from .direct import DirectBatch, StoredMessage, direct_get, direct_get_batch, direct_get_last_for_subjects
 from .kv import BUCKET_OPTIONS, KeyValue, KeyValueStatus, bucket_config, bucket_status, check_bucket, open_bucket
+from .objectstore import ObjectStore, ObjectStoreStatus, open_store, store_config
+from .objectstore import bucket_status as object_store_status
 from .ordered import OrderedSubscription, subscribe_ordered
 from .pull import PullSubscription, pull_subscribe
 from .push import PushSubscription
@@ -379,6 +382,48 @@ class JetStream:
 
     def delete_key_value(self, bucket: str) -> bool:
         return self.delete_stream(f"KV_{check_bucket(bucket)}")
+
+    # -- object store (ADR-20) ----------------------------------------------------------
+    def create_object_store(
+        self,
+        bucket: str,
+        *,
+        description: str | None = None,
+        ttl: float | None = None,
+        max_bytes: int | None = None,
+        storage: str = "file",
+        replicas: int = 1,
+        placement: api.Placement | None = None,
+        compression: bool = False,
+        metadata: dict[str, str] | None = None,
+    ) -> ObjectStore:
+        """Create an object store (or bind to an identical one)."""
+        self.add_stream(store_config(
+            bucket, description=description, ttl=ttl, max_bytes=max_bytes, storage=storage, replicas=replicas,
+            placement=placement, compression=compression, metadata=metadata,
+        ))
+        return ObjectStore(self, bucket)
+
+    def object_store(self, bucket: str) -> ObjectStore:
+        """Bind to an existing object store (ObjectStoreNotFoundError if there is none)."""
+        return open_store(self, bucket)
+
+    def object_store_names(self) -> list[str]:
+        return sorted(name[4:] for name in self.stream_names() if name.startswith("OBJ_"))
+
+    def object_stores(self) -> list[ObjectStoreStatus]:
+        """The status of every object store, from one stream listing."""
+        return sorted(
+            (object_store_status(info.config.name[4:], info) for info in self.streams()
+             if isinstance(info.config.name, str) and info.config.name.startswith("OBJ_")),
+            key=lambda status: status.bucket,
+        )
+
+    def delete_object_store(self, bucket: str) -> bool:
+        try:
+            return self.delete_stream(f"OBJ_{check_bucket(bucket)}")
+        except StreamNotFoundError:
+            raise ObjectStoreNotFoundError(f"object store {bucket!r} not found") from None
 
     # -- consumers -----------------------------------------------------------------
     def add_consumer(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import re
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msgspec import UNSET
@@ -35,7 +34,6 @@ from ..errors import (
     KeyWrongRevisionError,
     MessageNotFoundError,
     StreamNotFoundError,
-    SubscriptionClosedError,
     WrongLastSequenceError,
 )
 from ..headers import Headers
@@ -45,6 +43,7 @@ from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
 from .direct import StoredMessage, direct_reply, fixed_delivery, parse_timestamp
 from .msgopts import TTL, ttl_value
+from .watch import Watch
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -344,7 +343,7 @@ def _with_delivery_headers(
     return headers.encode()
 
 
-class KeyWatcher:
+class KeyWatcher(Watch[KeyValueEntry]):
     """``next(timeout)`` gives entries; ``None`` once marks the end of the initial values."""
 
     def __init__(
@@ -353,6 +352,7 @@ class KeyWatcher:
         self._kv = kv
         self._ignore_deletes = ignore_deletes
         js = kv._js
+        self._timeout = js.timeout
         subjects = [kv._prefix + key for key in keys]
         config = ConsumerConfig(
             **start,
@@ -396,29 +396,6 @@ class KeyWatcher:
                 self._kv.bucket, key, value, meta.sequence.stream, meta.timestamp, op, meta.num_pending
             )
 
-    def initial(self) -> Iterator[KeyValueEntry]:
-        """The initial values only (ends at the marker)."""
-        while True:
-            entry = self.next(timeout=self._kv._js.timeout)
-            if entry is None:
-                return
-            yield entry
-
-    def __iter__(self) -> Iterator[KeyValueEntry | None]:
-        while True:
-            try:
-                yield self.next(timeout=None)
-            except SubscriptionClosedError:
-                return
-
-    def stop(self) -> None:
-        self._sub.unsubscribe()
-
-    def __enter__(self) -> KeyWatcher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def bucket_config(

@@ -1,0 +1,695 @@
+"""Object store on JetStream (ADR-20), in the layout the other NATS clients use.
+
+Bucket ``B`` is the stream ``OBJ_B``.  An object's bytes are chunks on
+``$O.B.C.<nuid>`` (a fresh nuid per put); its description is a JSON message
+on ``$O.B.M.<base64url(name)>``, rolled up so only the latest stays.  The
+description goes last: until it is stored, readers see the previous version
+(or nothing), so a put cut short never shows a half object.  The previous
+version's chunks are purged once the new description is stored.
+
+Runs on the caller's thread.  An :class:`ObjectStore` holds no mutable state
+and may be shared; an :class:`ObjectReader` or :class:`ObjectWatcher` belongs
+to the thread that reads it.  Memory stays bounded: a put keeps at most
+``PUT_WINDOW`` chunks unacknowledged, a get asks for ``GET_BATCH_BYTES`` at a
+time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import datetime as dt
+import hashlib
+import io
+import os
+import secrets
+from collections import deque
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+import msgspec
+from msgspec import UNSET
+
+from ..checks import seconds, whole
+from ..errors import (
+    DigestMismatchError,
+    DirectGetDisabledError,
+    InvalidArgumentError,
+    MessageNotFoundError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStoreNotFoundError,
+    StreamNotFoundError,
+)
+from . import api
+from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
+from .kv import check_bucket
+from .watch import Watch
+
+if TYPE_CHECKING:
+    from .context import JetStream
+    from .ordered import OrderedSubscription
+
+DEFAULT_CHUNK_SIZE = 128 * 1024
+#: Chunks a put leaves unacknowledged at most (their bytes are the put's memory).
+PUT_WINDOW = 16
+#: Bytes a get asks the server for at once (one direct-get batch).
+GET_BATCH_BYTES = 4 * 1024 * 1024
+DIGEST_PREFIX = "SHA-256="
+ROLLUP = {"Nats-Rollup": "sub"}
+
+Data = bytes | bytearray | memoryview | IO[bytes] | os.PathLike[str]
+#: Object headers: a name to one value or several.
+HeadersArg = Mapping[str, str | list[str]]
+
+
+@dataclass(frozen=True)
+class ObjectLink:
+    """A link's target: an object of another (or the same) bucket, or a whole bucket when ``name`` is None."""
+
+    bucket: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What the store says of an object (ADR-20's ObjectInfo); ``mtime`` is the server's time of the description."""
+
+    name: str
+    bucket: str
+    nuid: str
+    size: int = 0
+    chunks: int = 0
+    digest: str = ""
+    deleted: bool = False
+    mtime: dt.datetime | None = field(default=None, compare=False)
+    description: str | None = None
+    headers: dict[str, list[str]] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    link: ObjectLink | None = None
+    max_chunk_size: int | None = None
+    #: Fields another client stored that this one does not know: written back unchanged.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_link(self) -> bool:
+        return self.link is not None
+
+    def to_json(self) -> bytes:
+        """The stored form: ADR-20's JSON, without mtime (never stored)."""
+        out: dict[str, Any] = dict(self.extra)
+        out.update(name=self.name, bucket=self.bucket, nuid=self.nuid, size=self.size, chunks=self.chunks)
+        if self.digest:
+            out["digest"] = self.digest
+        if self.deleted:
+            out["deleted"] = True
+        if self.description is not None:
+            out["description"] = self.description
+        if self.headers:
+            out["headers"] = self.headers
+        if self.metadata:
+            out["metadata"] = self.metadata
+        options: dict[str, Any] = {}
+        if self.link is not None:
+            options["link"] = {"bucket": self.link.bucket, **({"name": self.link.name} if self.link.name else {})}
+        if self.max_chunk_size:
+            options["max_chunk_size"] = self.max_chunk_size
+        if options:
+            out["options"] = options
+        return msgspec.json.encode(out)
+
+    @classmethod
+    def from_json(cls, data: bytes, mtime: dt.datetime | None) -> ObjectInfo:
+        raw = msgspec.json.decode(data)
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise InvalidArgumentError(f"not an object description: {bytes(data[:80])!r}")
+        known = {"name", "bucket", "nuid", "size", "chunks", "digest", "deleted", "description", "headers",
+                 "metadata", "options", "mtime"}
+        options = raw.get("options") or {}
+        link = options.get("link") if isinstance(options, dict) else None
+        headers = raw.get("headers") or {}
+        return cls(
+            name=raw["name"],
+            bucket=str(raw.get("bucket") or ""),
+            nuid=str(raw.get("nuid") or ""),
+            size=int(raw.get("size") or 0),
+            chunks=int(raw.get("chunks") or 0),
+            digest=str(raw.get("digest") or ""),
+            deleted=bool(raw.get("deleted")),
+            mtime=mtime,
+            description=raw.get("description") or None,
+            headers={k: v if isinstance(v, list) else [str(v)] for k, v in headers.items()},
+            metadata=dict(raw.get("metadata") or {}),
+            link=ObjectLink(link["bucket"], link.get("name") or None) if isinstance(link, dict) and link else None,
+            max_chunk_size=(options.get("max_chunk_size") or None) if isinstance(options, dict) else None,
+            extra={k: v for k, v in raw.items() if k not in known},
+        )
+
+
+class ObjectStoreStatus(NamedTuple):
+    bucket: str
+    description: str | None
+    ttl: float
+    storage: str
+    replicas: int
+    sealed: bool
+    size: int
+    compressed: bool
+    metadata: dict[str, str]
+    info: api.StreamInfo
+    backing_store: str = "JetStream"
+
+
+def _now() -> dt.datetime:
+    """ADR-20: what a put returns carries the current time as its mtime (the stored one has none)."""
+    return dt.datetime.now(dt.UTC)
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"object name must be a non-empty str, not {name!r}")
+    return name
+
+
+def encode_name(name: str) -> str:
+    """The name as its meta subject's last token (URL-safe base64, padded, as the other clients do)."""
+    return base64.urlsafe_b64encode(name.encode()).decode()
+
+
+def digest_of(sha: Any) -> str:
+    return DIGEST_PREFIX + base64.urlsafe_b64encode(sha.digest()).decode()
+
+
+def digest_bytes(digest: str) -> bytes | None:
+    """The raw SHA-256 of a stored digest (URL-safe or standard base64, padded or not); None if unreadable."""
+    if not digest.upper().startswith(DIGEST_PREFIX):
+        return None
+    text = digest[len(DIGEST_PREFIX):].replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _headers(value: HeadersArg | None) -> dict[str, list[str]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"headers must be a dict, not {type(value).__name__}")
+    out = {}
+    for k, v in value.items():
+        values = [v] if isinstance(v, str) else v
+        if not (isinstance(k, str) and k and isinstance(values, list) and all(isinstance(x, str) for x in values)):
+            raise InvalidArgumentError(f"headers: {k!r} must map to a str or a list of str")
+        out[k] = list(values)
+    return out
+
+
+def _metadata(value: Mapping[str, str] | None) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidArgumentError(f"metadata must be a dict of str to str, not {value!r}")
+    return dict(value)
+
+
+class ObjectStore:
+    """One bucket.  Get it from ``js.create_object_store`` or ``js.object_store``."""
+
+    def __init__(self, js: JetStream, bucket: str) -> None:
+        self._js = js
+        self.bucket = bucket
+        self.stream = f"OBJ_{bucket}"
+
+    def __repr__(self) -> str:
+        return f"<ObjectStore bucket={self.bucket!r}>"
+
+    def _meta_subject(self, name: str) -> str:
+        return f"$O.{self.bucket}.M.{encode_name(name)}"
+
+    def _chunk_subject(self, nuid: str) -> str:
+        return f"$O.{self.bucket}.C.{nuid}"
+
+    # -- reading descriptions -----------------------------------------------------------
+    def info(self, name: str, *, include_deleted: bool = False) -> ObjectInfo:
+        """The object's description; ObjectNotFoundError if there is none (or it is deleted)."""
+        found = self._info(check_name(name))
+        if found is None or (found.deleted and not include_deleted):
+            raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}")
+        return found
+
+    def _info(self, name: str) -> ObjectInfo | None:
+        subject = self._meta_subject(name)
+        try:
+            stored = self._js.direct_get(self.stream, last_by_subj=subject)
+            return ObjectInfo.from_json(stored.data, stored.time)
+        except DirectGetDisabledError:
+            pass
+        except MessageNotFoundError:
+            return None
+        except StreamNotFoundError:
+            raise ObjectStoreNotFoundError(f"object store {self.bucket!r} not found") from None
+        try:
+            msg = self._js.get_msg(self.stream, last_by_subj=subject)
+        except MessageNotFoundError:
+            return None
+        return ObjectInfo.from_json(msg.data, msg.time)
+
+    def list(self, *, include_deleted: bool = False) -> list[ObjectInfo]:
+        """Every object's description (links included), deleted ones only when asked."""
+        with self.watch(include_history=False, ignore_deletes=not include_deleted) as watcher:
+            return list(watcher.initial())
+
+    def watch(
+        self, *, include_history: bool = False, ignore_deletes: bool = False, updates_only: bool = False
+    ) -> ObjectWatcher:
+        """Descriptions as they change: current ones first, ``None`` once, then live changes."""
+        for what, flag in (("include_history", include_history), ("ignore_deletes", ignore_deletes),
+                           ("updates_only", updates_only)):
+            if not isinstance(flag, bool):
+                raise InvalidArgumentError(f"{what} must be True or False, not {flag!r}")
+        if include_history and updates_only:
+            raise InvalidArgumentError("updates_only cannot be combined with include_history")
+        policy = DeliverPolicy.LAST_PER_SUBJECT
+        if updates_only or include_history:
+            policy = DeliverPolicy.NEW if updates_only else DeliverPolicy.ALL
+        return ObjectWatcher(self, policy, ignore_deletes=ignore_deletes)
+
+    # -- reading objects ------------------------------------------------------------------
+    def get(self, name: str, *, timeout: float | None = None) -> ObjectReader:
+        """A readable file object over the object's bytes, fetched as read; the digest is checked at the end.
+
+        A link to an object is followed; a link to a bucket is an error.
+        """
+        info = self.info(name)
+        if info.link is not None:
+            if info.link.name is None:
+                raise InvalidArgumentError(f"object {name!r} is a link to the bucket {info.link.bucket!r}")
+            return self._js.object_store(info.link.bucket).get(info.link.name, timeout=timeout)
+        return ObjectReader(self, info, self._js.timeout if timeout is None else seconds("timeout", timeout))
+
+    def get_bytes(self, name: str, *, timeout: float | None = None) -> bytes:
+        with self.get(name, timeout=timeout) as reader:
+            return reader.readall()
+
+    def get_file(self, name: str, path: str | os.PathLike[str], *, timeout: float | None = None) -> ObjectInfo:
+        """Write the object to ``path``, through a temporary file: a failed or corrupt read leaves no file."""
+        target = Path(path)
+        partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
+        with self.get(name, timeout=timeout) as reader:
+            try:
+                with open(partial, "wb") as out:
+                    while chunk := reader.read(DEFAULT_CHUNK_SIZE * 8):
+                        out.write(chunk)
+                os.replace(partial, target)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(partial)
+            return reader.info
+
+    # -- writing --------------------------------------------------------------------------
+    def put(
+        self,
+        name: str,
+        data: Data,
+        *,
+        description: str | None = None,
+        headers: HeadersArg | None = None,
+        metadata: Mapping[str, str] | None = None,
+        chunk_size: int | None = None,
+        timeout: float | None = None,
+    ) -> ObjectInfo:
+        """Store ``data`` (bytes, a binary file object, or a ``pathlib.Path``) as ``name``, in chunks.
+
+        The description is stored last, so until then readers see the previous
+        version; a put that fails leaves that version as it was.
+        """
+        check_name(name)
+        if description is not None and not isinstance(description, str):
+            raise InvalidArgumentError(f"description must be a str, not {description!r}")
+        hdrs, meta = _headers(headers), _metadata(metadata)
+        size = DEFAULT_CHUNK_SIZE if chunk_size is None else whole("chunk_size", chunk_size, 1)
+        wait = self._js.timeout if timeout is None else seconds("timeout", timeout)
+        if isinstance(data, str):
+            raise InvalidArgumentError("put takes bytes, a binary file object or a pathlib.Path, not a str "
+                                       "(encode text; wrap a path in pathlib.Path)")
+        if isinstance(data, os.PathLike):
+            with open(data, "rb") as f:
+                return self.put(name, f, description=description, headers=hdrs, metadata=meta, chunk_size=size,
+                                timeout=wait)
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            source: IO[bytes] = io.BytesIO(data)
+        elif hasattr(data, "readinto") or hasattr(data, "read"):
+            source = data
+        else:
+            kind = type(data).__name__
+            raise InvalidArgumentError(f"put takes bytes, a binary file object or a pathlib.Path, not {kind}")
+        previous = self._info(name)
+        info = ObjectInfo(name=name, bucket=self.bucket, nuid=secrets.token_urlsafe(16), description=description,
+                          headers=hdrs, metadata=meta, max_chunk_size=size)
+        subject = self._chunk_subject(info.nuid)
+        try:
+            info = self._put_chunks(source, subject, info, size, wait)
+            self._js.publish(self._meta_subject(name), info.to_json(), headers=ROLLUP, timeout=wait)
+        except BaseException:
+            with contextlib.suppress(Exception):  # best effort: the stream may be what failed
+                self._js.purge_stream(self.stream, subject=subject)
+            raise
+        if previous is not None and previous.nuid and previous.nuid != info.nuid and not previous.deleted:
+            self._js.purge_stream(self.stream, subject=self._chunk_subject(previous.nuid))
+        return replace(info, mtime=_now())
+
+    def _put_chunks(self, source: IO[bytes], subject: str, info: ObjectInfo, size: int, wait: float) -> ObjectInfo:
+        sha = hashlib.sha256()
+        window: deque[Future[PubAck]] = deque()
+        total = chunks = 0
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        readinto = getattr(source, "readinto", None)
+        try:
+            while True:
+                if readinto is not None:
+                    n = _fill(readinto, view)
+                    chunk = bytes(view[:n])
+                else:
+                    chunk = _read_full(source, size)
+                    n = len(chunk)
+                if not n:
+                    break
+                sha.update(chunk)
+                total += n
+                chunks += 1
+                window.append(self._js.publish_async(subject, chunk, timeout=wait))
+                if len(window) >= PUT_WINDOW:
+                    window.popleft().result(timeout=wait + 1)
+        except BaseException:
+            for future in window:  # settled before the caller purges, or a chunk could land after the purge
+                with contextlib.suppress(Exception):
+                    future.result(timeout=wait + 1)
+            raise
+        for future in window:
+            future.result(timeout=wait + 1)
+        return replace(info, size=total, chunks=chunks, digest=digest_of(sha))
+
+    def delete(self, name: str) -> ObjectInfo:
+        """Mark the object deleted and purge its chunks (deleting a deleted object does nothing)."""
+        info = self.info(name, include_deleted=True)
+        if info.deleted:
+            return info
+        gone = replace(info, deleted=True, size=0, chunks=0, digest="")
+        self._js.publish(self._meta_subject(name), gone.to_json(), headers=ROLLUP)
+        if info.nuid and info.link is None:
+            self._js.purge_stream(self.stream, subject=self._chunk_subject(info.nuid))
+        return replace(gone, mtime=_now())
+
+    def update_meta(
+        self,
+        name: str,
+        *,
+        new_name: str | None = None,
+        description: str | None = None,
+        headers: HeadersArg | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ObjectInfo:
+        """Rename, or change the description, headers or metadata (what is not given stays)."""
+        info = self.info(name)
+        changes: dict[str, Any] = {}
+        if new_name is not None and new_name != name:
+            check_name(new_name)
+            existing = self._info(new_name)
+            if existing is not None and not existing.deleted:
+                raise ObjectExistsError(f"cannot rename {name!r} to {new_name!r}: that object exists")
+            changes["name"] = new_name
+        if description is not None:
+            if not isinstance(description, str):
+                raise InvalidArgumentError(f"description must be a str, not {description!r}")
+            changes["description"] = description
+        if headers is not None:
+            changes["headers"] = _headers(headers)
+        if metadata is not None:
+            changes["metadata"] = _metadata(metadata)
+        updated = replace(info, **changes)
+        self._js.publish(self._meta_subject(updated.name), updated.to_json(), headers=ROLLUP)
+        if updated.name != name:
+            self._js.purge_stream(self.stream, subject=self._meta_subject(name))
+        return replace(updated, mtime=_now())
+
+    def add_link(self, name: str, target: ObjectInfo) -> ObjectInfo:
+        """A link named ``name`` to the object ``target`` (of this or another bucket)."""
+        if not isinstance(target, ObjectInfo):
+            raise InvalidArgumentError(f"add_link needs the target's ObjectInfo, not {type(target).__name__}")
+        if target.deleted:
+            raise InvalidArgumentError(f"cannot link to the deleted object {target.name!r}")
+        if target.link is not None:
+            raise InvalidArgumentError(f"cannot link to {target.name!r}: it is a link itself")
+        return self._link(name, ObjectLink(target.bucket, target.name))
+
+    def add_bucket_link(self, name: str, bucket: ObjectStore | str) -> ObjectInfo:
+        """A link named ``name`` to a whole bucket."""
+        other = bucket.bucket if isinstance(bucket, ObjectStore) else check_bucket(bucket)
+        return self._link(name, ObjectLink(other))
+
+    def _link(self, name: str, link: ObjectLink) -> ObjectInfo:
+        existing = self._info(check_name(name))
+        if existing is not None and not existing.deleted and existing.link is None:
+            raise ObjectExistsError(f"cannot name a link {name!r}: an object of that name exists")
+        info = ObjectInfo(name=name, bucket=self.bucket, nuid=secrets.token_urlsafe(16), link=link)
+        self._js.publish(self._meta_subject(name), info.to_json(), headers=ROLLUP)
+        return replace(info, mtime=_now())
+
+    # -- the bucket ----------------------------------------------------------------------
+    def seal(self) -> ObjectStoreStatus:
+        """No more changes, ever: the stream is sealed."""
+        info = self._js.stream_info(self.stream)
+        return bucket_status(self.bucket, self._js.update_stream(api.replace(info.config, sealed=True)))
+
+    def status(self) -> ObjectStoreStatus:
+        try:
+            return bucket_status(self.bucket, self._js.stream_info(self.stream))
+        except StreamNotFoundError:
+            raise ObjectStoreNotFoundError(f"object store {self.bucket!r} not found") from None
+
+
+def _fill(readinto: Any, view: memoryview) -> int:
+    """Fill ``view`` from a raw or buffered reader (raw readers may return short counts); 0 at the end."""
+    got = 0
+    while got < len(view):
+        n = readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _read_full(source: IO[bytes], size: int) -> bytes:
+    parts: list[bytes] = []
+    left = size
+    while left:
+        part = source.read(left)
+        if not part:
+            break
+        if not isinstance(part, (bytes, bytearray)):
+            raise InvalidArgumentError(f"the file object gave {type(part).__name__}, not bytes: open it in binary mode")
+        parts.append(bytes(part))
+        left -= len(part)
+    return b"".join(parts)
+
+
+class ObjectReader(io.RawIOBase):
+    """The object's bytes, fetched a batch of chunks at a time as they are read.
+
+    The last read checks the size and the SHA-256 digest: a mismatch raises
+    DigestMismatchError rather than end quietly; chunks that vanish while
+    reading (the object was replaced or deleted) raise ObjectNotFoundError.
+    """
+
+    def __init__(self, store: ObjectStore, info: ObjectInfo, timeout: float) -> None:
+        super().__init__()
+        self.info = info
+        self._store = store
+        self._timeout = timeout
+        self._subject = store._chunk_subject(info.nuid)
+        self._sha = hashlib.sha256()
+        self._seq = 1  # the next stream sequence to ask from
+        self._chunks = 0
+        self._size = 0
+        self._pending: deque[bytes] = deque()
+        self._current = memoryview(b"")
+        self._done = info.chunks == 0 and self._verify()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on a closed object reader")
+        out = memoryview(buffer).cast("B")
+        while not self._current:
+            if self._pending:
+                self._current = memoryview(self._pending.popleft())
+            elif self._done:
+                return 0
+            else:
+                self._fetch()
+        n = min(len(out), len(self._current))
+        out[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+    def _fetch(self) -> None:
+        info = self.info
+        per = max(1, GET_BATCH_BYTES // max(1, info.max_chunk_size or DEFAULT_CHUNK_SIZE))
+        batch = min(per, info.chunks - self._chunks)
+        got = 0
+        try:
+            for stored in self._store._js.direct_get_batch(
+                self._store.stream, self._subject, batch=batch, seq=self._seq, timeout=self._timeout
+            ):
+                got += 1
+                self._take(stored.seq, stored.data)
+        except DirectGetDisabledError:
+            msg = self._store._js.get_msg(self._store.stream, seq=self._seq, next_by_subj=self._subject)
+            got = 1
+            self._take(msg.seq, msg.data)
+        except MessageNotFoundError:
+            got = 0
+        if not got:
+            raise ObjectNotFoundError(
+                f"object {info.name!r}: chunk {self._chunks + 1} of {info.chunks} is gone "
+                "(the object was replaced or deleted while being read)"
+            )
+        if self._chunks == info.chunks:
+            self._done = self._verify()
+
+    def _take(self, seq: int, data: bytes) -> None:
+        self._seq = seq + 1
+        self._chunks += 1
+        self._size += len(data)
+        self._sha.update(data)
+        self._pending.append(data)
+
+    def _verify(self) -> bool:
+        info = self.info
+        if self._size != info.size:
+            raise DigestMismatchError(
+                f"object {info.name!r}: read {self._size} bytes, its description says {info.size}"
+            )
+        expected = digest_bytes(info.digest)
+        if expected is None:
+            raise DigestMismatchError(f"object {info.name!r}: unreadable digest {info.digest!r}")
+        if self._sha.digest() != expected:
+            raise DigestMismatchError(
+                f"object {info.name!r}: SHA-256 of the bytes read is {digest_of(self._sha)}, "
+                f"its description says {info.digest}"
+            )
+        return True
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Chunks as they come (not lines)."""
+        while chunk := self.read(DEFAULT_CHUNK_SIZE):
+            yield chunk
+
+
+class ObjectWatcher(Watch[ObjectInfo]):
+    """``next(timeout)`` gives descriptions; ``None`` once marks the end of the current ones."""
+
+    def __init__(self, store: ObjectStore, policy: DeliverPolicy, *, ignore_deletes: bool) -> None:
+        self._store = store
+        self._ignore_deletes = ignore_deletes
+        js = store._js
+        self._timeout = js.timeout
+        try:
+            self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]
+                f"$O.{store.bucket}.M.>", stream=store.stream, ordered=True,
+                config=ConsumerConfig(deliver_policy=policy.value),
+            )
+        except StreamNotFoundError:
+            raise ObjectStoreNotFoundError(f"object store {store.bucket!r} not found") from None
+        self._initial_done = policy is DeliverPolicy.NEW or self._nothing_stored()
+        self._marker_sent = False
+
+    def _nothing_stored(self) -> bool:
+        info = self._store._js.stream_info(self._store.stream, subjects_filter=f"$O.{self._store.bucket}.M.>")
+        return not info.state.subjects
+
+    def next(self, timeout: float | None = 1.0) -> ObjectInfo | None:
+        """The next description; ``None`` exactly once, after the current ones.  TimeoutError if none comes."""
+        while True:
+            if self._initial_done and not self._marker_sent:
+                self._marker_sent = True
+                return None
+            msg = self._sub.next_msg(timeout=timeout)
+            meta = msg.metadata
+            if meta.num_pending == 0:
+                self._initial_done = True
+            info = ObjectInfo.from_json(msg.data, meta.timestamp)
+            if self._ignore_deletes and info.deleted:
+                continue
+            return info
+
+
+
+def store_config(
+    bucket: str,
+    *,
+    description: str | None = None,
+    ttl: float | None = None,
+    max_bytes: int | None = None,
+    storage: str = "file",
+    replicas: int = 1,
+    placement: api.Placement | None = None,
+    compression: bool = False,
+    metadata: Mapping[str, str] | None = None,
+) -> StreamConfig:
+    """The stream of an object store (ADR-20's layout)."""
+    check_bucket(bucket)
+    if ttl is not None:
+        seconds("ttl", ttl, allow_zero=True)
+    if not isinstance(compression, bool):
+        raise InvalidArgumentError(f"compression must be True or False, not {compression!r}")
+    fields: dict[str, Any] = {
+        "name": f"OBJ_{bucket}",
+        "subjects": [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
+        "max_age": float(ttl or 0),
+        "max_bytes": max_bytes if max_bytes is not None else -1,
+        "storage": storage,
+        "num_replicas": replicas,
+        "discard": "new",
+        "allow_rollup_hdrs": True,
+        "allow_direct": True,
+        "description": description if description is not None else UNSET,
+        "placement": placement if placement is not None else UNSET,
+        "metadata": _metadata(metadata) or UNSET,
+    }
+    if compression:
+        fields["compression"] = "s2"
+    return api.validate_stream_config(StreamConfig(**fields))
+
+
+def bucket_status(bucket: str, info: api.StreamInfo) -> ObjectStoreStatus:
+    cfg = info.config
+    return ObjectStoreStatus(
+        bucket=bucket,
+        description=cfg.description if isinstance(cfg.description, str) else None,
+        ttl=float(cfg.max_age) if isinstance(cfg.max_age, float) else 0.0,
+        storage=str(cfg.storage),
+        replicas=cfg.num_replicas if isinstance(cfg.num_replicas, int) else 1,
+        sealed=cfg.sealed is True,
+        size=info.state.bytes,
+        compressed=str(cfg.compression) == "s2",
+        metadata=dict(cfg.metadata) if isinstance(cfg.metadata, dict) else {},
+        info=info,
+    )
+
+
+def open_store(js: JetStream, bucket: str) -> ObjectStore:
+    check_bucket(bucket)
+    try:
+        js.stream_info(f"OBJ_{bucket}")
+    except StreamNotFoundError:
+        raise ObjectStoreNotFoundError(f"object store {bucket!r} not found") from None
+    return ObjectStore(js, bucket)

@@ -1,0 +1,51 @@
+"""What a key-value and an object store watch share: an ordered consumer read as initial items, a marker, updates.
+
+Runs on the thread that reads the watch (one thread per watch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from ..errors import SubscriptionClosedError
+
+if TYPE_CHECKING:
+    from .ordered import OrderedSubscription
+
+T = TypeVar("T")
+
+
+class Watch(Generic[T]):
+    """``next(timeout)`` gives items; ``None`` exactly once marks the end of the initial ones.
+
+    A subclass sets ``_sub`` (its ordered consumer) and ``_timeout`` (how long
+    :meth:`initial` waits for each item) and defines :meth:`next`.
+    """
+
+    _sub: OrderedSubscription
+    _timeout: float
+
+    def next(self, timeout: float | None = 1.0) -> T | None:
+        raise NotImplementedError
+
+    def initial(self) -> Iterator[T]:
+        """The initial items only (ends at the marker)."""
+        while (item := self.next(timeout=self._timeout)) is not None:
+            yield item
+
+    def __iter__(self) -> Iterator[T | None]:
+        while True:
+            try:
+                yield self.next(timeout=None)
+            except SubscriptionClosedError:
+                return
+
+    def stop(self) -> None:
+        self._sub.unsubscribe()
+
+    def __enter__(self) -> Watch[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
