@@ -55,8 +55,9 @@ if TYPE_CHECKING:
     from .ordered import OrderedSubscription
 
 DEFAULT_CHUNK_SIZE = 128 * 1024
-#: Chunks a put leaves unacknowledged at most (their bytes are the put's memory).
-PUT_WINDOW = 16
+#: Chunks a put leaves unacknowledged at most (their bytes are the put's memory): 8 MiB of default
+#: chunks.  16 put 64 MiB at 590 MiB/s on loopback, 64 at 660, 128 at 720.
+PUT_WINDOW = 64
 #: Bytes a get asks the server for at once (one direct-get batch).
 GET_BATCH_BYTES = 4 * 1024 * 1024
 DIGEST_PREFIX = "SHA-256="
@@ -342,7 +343,7 @@ class ObjectStore:
                 return self.put(name, f, description=description, headers=hdrs, metadata=meta, chunk_size=size,
                                 timeout=wait)
         if isinstance(data, (bytes, bytearray, memoryview)):
-            source: IO[bytes] = io.BytesIO(data)
+            source: IO[bytes] | memoryview = memoryview(data).cast("B")
         elif hasattr(data, "readinto") or hasattr(data, "read"):
             source = data
         else:
@@ -363,23 +364,15 @@ class ObjectStore:
             self._js.purge_stream(self.stream, subject=self._chunk_subject(previous.nuid))
         return replace(info, mtime=_now())
 
-    def _put_chunks(self, source: IO[bytes], subject: str, info: ObjectInfo, size: int, wait: float) -> ObjectInfo:
+    def _put_chunks(
+        self, source: IO[bytes] | memoryview, subject: str, info: ObjectInfo, size: int, wait: float
+    ) -> ObjectInfo:
         sha = hashlib.sha256()
         window: deque[Future[PubAck]] = deque()
         total = chunks = 0
-        buffer = bytearray(size)
-        view = memoryview(buffer)
-        readinto = getattr(source, "readinto", None)
         try:
-            while True:
-                if readinto is not None:
-                    n = _fill(readinto, view)
-                    chunk = bytes(view[:n])
-                else:
-                    chunk = _read_full(source, size)
-                    n = len(chunk)
-                if not n:
-                    break
+            for chunk in _chunks(source, size):
+                n = len(chunk)
                 sha.update(chunk)
                 total += n
                 chunks += 1
@@ -472,6 +465,25 @@ class ObjectStore:
             return bucket_status(self.bucket, self._js.stream_info(self.stream))
         except StreamNotFoundError:
             raise ObjectStoreNotFoundError(f"object store {self.bucket!r} not found") from None
+
+
+def _chunks(source: IO[bytes] | memoryview, size: int) -> Iterator[bytes]:
+    """``size`` bytes at a time (the last may be shorter) from memory or a file object."""
+    if isinstance(source, memoryview):
+        for start in range(0, len(source), size):
+            yield bytes(source[start : start + size])
+        return
+    readinto = getattr(source, "readinto", None)
+    view = memoryview(bytearray(size))
+    while True:
+        if readinto is not None:
+            n = _fill(readinto, view)
+            chunk = bytes(view[:n])
+        else:
+            chunk = _read_full(source, size)
+        if not chunk:
+            return
+        yield chunk
 
 
 def _fill(readinto: Any, view: memoryview) -> int:
