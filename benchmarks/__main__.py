@@ -71,6 +71,8 @@ JS_ROWS = [
     Row("push_ack", "push next_msg + ack msgs/s", 100_000, JS, 3.0, JS_MODULE),
     Row("fetch_ack", "pull fetch(500) + ack msgs/s", 200_000, JS, 3.0, JS_MODULE),
     Row("pull_messages", "pull messages() + ack msgs/s", 200_000, ("jsclient",), None, JS_MODULE),
+    Row("consume", "consume(cb) + ack msgs/s (ADR-37)", 200_000, JS, 3.0, JS_MODULE),
+    Row("consumer_messages", "consumer.messages() + ack msgs/s", 200_000, JS, 3.0, JS_MODULE),
     Row("ordered", "ordered consumer replay msgs/s", 500_000, JS, 2.0, JS_MODULE),
     Row("direct_last", "direct get, last by subject ops/s", 5_000, JS_RAW, 2.0, JS_MODULE),
     Row("direct_batch", "direct get batch (nats-py: single gets) msgs/s", 100_000, JS, 10.0, JS_MODULE),

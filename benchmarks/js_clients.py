@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -89,6 +90,33 @@ def jsclient_row(row: str, url: str, n: int) -> float:
                         break
             rate = got / (time.perf_counter() - start)
             js.delete_consumer("BPULL", tag)
+            return rate
+        if row in ("consume", "consumer_messages"):  # ADR-37 handles, a buffer of 500 as fetch_ack asks
+            consumer = js.stream("BPULL").create_consumer(durable_name=tag)
+            got = 0
+            start = time.perf_counter()
+            if row == "consumer_messages":
+                with consumer.messages(max_messages=500) as it:
+                    for msg in it:
+                        msg.ack()
+                        got += 1
+                        if got >= n:
+                            break
+            else:
+                done = threading.Event()
+
+                def handle(msg: Any) -> None:
+                    nonlocal got
+                    msg.ack()
+                    got += 1
+                    if got == n:
+                        done.set()
+
+                ctx = consumer.consume(handle, max_messages=500)
+                done.wait(120)
+                ctx.stop()
+            rate = got / (time.perf_counter() - start)
+            consumer.delete()
             return rate
         if row == "ordered":
             osub = js.subscribe("bord", ordered=True, pending_msgs_limit=2_000_000)
@@ -185,7 +213,7 @@ def natspy_row(row: str, url: str, n: int) -> float:
                 rate = n / (time.perf_counter() - start)
                 await sub.unsubscribe()
                 return rate
-            if row == "fetch_ack":
+            if row in ("fetch_ack", "consume", "consumer_messages"):  # nats-py's pull consume: a fetch loop
                 psub = await js.pull_subscribe("bpull", durable=tag)
                 got = 0
                 start = time.perf_counter()

@@ -50,6 +50,7 @@ from .api import (
 )
 from .batch import AtomicBatch, BatchAck
 from .direct import DirectBatch, StoredMessage, direct_get, direct_get_batch, direct_get_last_for_subjects
+from .handles import Consumer, Stream
 from .kv import BUCKET_OPTIONS, KeyValue, KeyValueStatus, bucket_config, bucket_status, check_bucket, open_bucket
 from .objectstore import ObjectStore, ObjectStoreStatus, open_store, store_config
 from .objectstore import bucket_status as object_store_status
@@ -167,6 +168,33 @@ class JetStream:
         cfg = api.validate_stream_config(api.merge_config(StreamConfig, config, fields))
         level = self.require(*features.stream_features(cfg))
         return self._call(f"STREAM.UPDATE.{cfg.name}", cfg, StreamInfo, level=level)
+
+    # -- ADR-37 handles ---------------------------------------------------------------
+    def stream(self, name: str) -> Stream:
+        """A handle on the stream ``name`` (StreamNotFoundError when there is none)."""
+        return Stream(self, self.stream_info(name))
+
+    def create_stream(self, config: StreamConfig | None = None, **fields: Any) -> Stream:
+        """Create a stream (an identical one is fine) and return its handle."""
+        return Stream(self, self.add_stream(config, **fields))
+
+    def create_or_update_stream(self, config: StreamConfig | None = None, **fields: Any) -> Stream:
+        """Create the stream, or change it to this config if it exists."""
+        cfg = api.merge_config(StreamConfig, config, fields)
+        try:
+            return Stream(self, self.update_stream(cfg))
+        except StreamNotFoundError:
+            return Stream(self, self.add_stream(cfg))
+
+    def consumer(self, stream: str, name: str) -> Consumer:
+        """A handle on a pull consumer (ConsumerNotFoundError when there is none)."""
+        return Consumer(self, self.consumer_info(stream, name))
+
+    def create_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
+        return Stream(self, self.stream_info(stream)).create_consumer(config, **fields)
+
+    def create_or_update_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
+        return Stream(self, self.stream_info(stream)).create_or_update_consumer(config, **fields)
 
     def delete_stream(self, name: str) -> bool:
         api.check_name("stream name", name)

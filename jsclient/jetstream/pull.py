@@ -61,6 +61,8 @@ if TYPE_CHECKING:
 
 #: The header with which the server names the pinned client of a group (ADR-42).
 PIN_HEADER = "Nats-Pin-Id"
+#: ADR-37: a request bounded by bytes asks for this many messages (0 would mean one).
+BYTES_BATCH = 1_000_000
 #: ``expires`` of a waiting request is the caller's remaining time minus this.
 EXPIRES_MARGIN = 0.1
 _PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartbeat")
@@ -170,8 +172,13 @@ class PullSubscription(Bound):
         timeout: float = 5.0,
         max_bytes: int | None = None,
         heartbeat: float | None = None,
+        *,
+        no_wait: bool = False,
     ) -> list[Msg]:
-        """Up to ``batch`` messages within ``timeout``; ``[]`` when none came (not an error)."""
+        """Up to ``batch`` messages within ``timeout``; ``[]`` when none came (not an error).
+
+        ``no_wait``: only what the consumer has now, without waiting for more.
+        """
         timeout, heartbeat = _check_pull(batch, ("timeout", timeout), max_bytes, heartbeat)
         if self._sub.is_closed:
             raise SubscriptionClosedError(f"pull subscription on consumer {self.consumer!r} is closed")
@@ -191,7 +198,7 @@ class PullSubscription(Bound):
             token = self._pull(batch - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
             # A no-wait answer comes at once; a silent server counts as missed heartbeats here too.
             ended = self._collect(out, batch, token, deadline, serial)
-            if out or ended == "error":
+            if out or ended == "error" or no_wait:
                 return self._finish(out)
             while True:
                 remaining = deadline - time.monotonic()
@@ -284,12 +291,28 @@ class PullSubscription(Bound):
         max_bytes: int | None = None,
         heartbeat: float | None = None,
         threshold: float = 0.5,
+        *,
+        buffer_bytes: int | None = None,
+        warnings_end: bool = False,
     ) -> MessageStream:
-        """A blocking iterator that keeps pull requests outstanding; ``stop()`` ends it."""
+        """A blocking iterator that keeps pull requests outstanding; ``stop()`` ends it.
+
+        ``buffer_bytes`` (ADR-37's max_bytes of a consume) keeps that many bytes
+        asked for instead of ``batch`` messages, asking again below ``threshold``
+        of it; ``max_bytes`` (per request) cannot be given with it.  ``warnings_end``:
+        a passing trouble (no responders: the consumer may be gone) ends the
+        iteration with its error instead of being reported and asked again.
+        """
         expires, heartbeat = _check_pull(batch, ("expires", expires), max_bytes, heartbeat)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise InvalidArgumentError(f"threshold must be in (0, 1], not {threshold!r}")
-        return MessageStream(self, batch, expires, max_bytes, heartbeat, float(threshold))
+        if buffer_bytes is not None:
+            whole("buffer_bytes", buffer_bytes)
+            if max_bytes is not None:
+                raise InvalidArgumentError("buffer_bytes and max_bytes are mutually exclusive")
+        stream = MessageStream(self, batch, expires, max_bytes, heartbeat, float(threshold), buffer_bytes)
+        stream.warnings_end = warnings_end
+        return stream
 
     # -- ending ----------------------------------------------------------------------
     @property
@@ -327,17 +350,22 @@ class MessageStream:
         max_bytes: int | None,
         heartbeat: float | None,
         threshold: float,
+        buffer_bytes: int | None = None,
     ) -> None:
         self._psub = psub
-        self.batch = batch
+        self.batch = BYTES_BATCH if buffer_bytes is not None else batch
         self.expires = expires
         self.max_bytes = max_bytes
         self.heartbeat = heartbeat
-        self._refill = max(1, int(batch * threshold))
+        self.buffer_bytes = buffer_bytes
+        self._refill = max(1, int(self.batch * threshold))
+        self._refill_bytes = max(1, int((buffer_bytes or 0) * threshold))
         self._pending = 0  # messages requested and neither delivered nor expired
+        self._pending_bytes = 0  # with buffer_bytes: bytes requested and neither delivered nor expired
         self._stopped = threading.Event()
-        self._tokens: dict[str, int] = {}  # outstanding request -> messages it asked for
+        self._tokens: dict[str, tuple[int, int]] = {}  # outstanding request -> messages and bytes it asked for
         self._watching = False  # this stream's iteration has the subscription's heartbeat watch
+        self.warnings_end = False
 
     def stop(self) -> None:
         """End the iteration; the heartbeat watch ends now, even if nobody iterates again."""
@@ -353,19 +381,36 @@ class MessageStream:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _low(self) -> bool:
+        """Below the threshold: time to ask for more (ADR-37's low watermark)."""
+        if self.buffer_bytes is not None:
+            return self._pending_bytes < self._refill_bytes
+        return self._pending < self._refill
+
     def _request(self) -> None:
         want = self.batch - self._pending
+        want_bytes = self.max_bytes
+        if self.buffer_bytes is not None:
+            want, want_bytes = self.batch, self.buffer_bytes - self._pending_bytes
+            if want_bytes <= 0:
+                return
         if want <= 0:
             return
         token = self._psub._pull(
-            want, expires=self.expires, no_wait=False, max_bytes=self.max_bytes, heartbeat=self.heartbeat
+            want, expires=self.expires, no_wait=False, max_bytes=want_bytes, heartbeat=self.heartbeat
         )
-        self._tokens[token] = want
+        self._tokens[token] = (want, want_bytes or 0)
         self._pending += want
+        if self.buffer_bytes is not None:
+            self._pending_bytes += want_bytes or 0
 
     def _forget_requests(self) -> None:
-        self._pending = 0
+        self._pending = self._pending_bytes = 0
         self._tokens.clear()
+
+    def _less(self, msgs: int, size: int) -> None:
+        self._pending = max(0, self._pending - msgs)
+        self._pending_bytes = max(0, self._pending_bytes - size)
 
     def _silent(self) -> None:
         """Watchdog thread: nothing arrived for the alarm time."""
@@ -388,7 +433,7 @@ class MessageStream:
         self._watching = True
         try:
             while not self._stopped.is_set():
-                if self._pending < self._refill:
+                if self._low():
                     try:
                         self._request()
                     except ConnectionClosedError:
@@ -404,7 +449,7 @@ class MessageStream:
                     return
                 verdict = mm.judge(msg, CONSUME)
                 if verdict is MESSAGE:
-                    self._pending = max(0, self._pending - 1)
+                    self._less(1, message_size(msg) if self.buffer_bytes is not None else 0)
                     if psub._group is not None:
                         psub._note_pin(msg)
                     yield msg
@@ -417,12 +462,13 @@ class MessageStream:
                     continue  # a status for a request already forgotten
                 status = mm.status
                 if verdict is Verdict.END:
-                    left = asked if wrong_pin or status.pending_msgs is None else status.pending_msgs
-                    self._pending = max(0, self._pending - left)
+                    left = asked[0] if wrong_pin or status.pending_msgs is None else status.pending_msgs
+                    size = asked[1] if wrong_pin or status.pending_bytes is None else status.pending_bytes
+                    self._less(left, size)
                     continue
                 error = status_error(status)
-                if verdict is Verdict.WARNING:
-                    self._pending = max(0, self._pending - asked)
+                if verdict is Verdict.WARNING and not self.warnings_end:
+                    self._less(*asked)
                     psub._conn.core.report_error(error)
                     self._stopped.wait(min(self.expires, 0.5))
                     continue
@@ -431,6 +477,11 @@ class MessageStream:
             if self._watching:
                 self._watching = False
                 mm.unwatch()
+
+
+def message_size(msg: Msg) -> int:
+    """A message's size as the server counts it against a pull's max_bytes (ADR-37)."""
+    return len(msg.subject) + len(msg.reply or "") + len(msg.header or b"") + len(msg.data)
 
 
 def pull_subscribe(

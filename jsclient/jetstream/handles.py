@@ -1,0 +1,449 @@
+"""ADR-37's simplified API: stream and consumer handles over the pull workflow of :mod:`.pull`.
+
+``js.stream(name)`` gives a :class:`Stream`; ``stream.consumer(name)`` a
+:class:`Consumer` with ``fetch``, ``fetch_no_wait``, ``next``, ``messages``
+and ``consume``; ``stream.ordered_consumer()`` an :class:`OrderedConsumer`,
+pull based, recreated at the next stream sequence whenever a delivery is
+missed.  Runs on the caller's thread, except a :class:`ConsumeContext`'s
+own thread (``jsclient-consume``), which runs the callback.  A Consumer may
+be shared: each thread that fetches from it gets its own pull subscription
+(a thread-local), and each ``messages``/``consume`` call its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from msgspec import UNSET
+
+from ..checks import seconds, whole
+from ..errors import (
+    ConsumerNotFoundError,
+    InvalidArgumentError,
+    JetStreamAPIError,
+    JetStreamStatusError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
+from ..message import Msg
+from . import api
+from .api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StoredMsg, StreamInfo
+from .pull import MessageStream, PullSubscription
+
+if TYPE_CHECKING:
+    from .context import JetStream
+
+#: ADR-37 defaults for consume: the buffer, a pull's expiry, and where the buffer is refilled.
+DEFAULT_MAX_MESSAGES = 500
+DEFAULT_EXPIRES = 30.0
+DEFAULT_THRESHOLD = 0.5
+
+
+class Stream:
+    """A stream by name, with its last known info in ``cached_info``."""
+
+    def __init__(self, js: JetStream, info: StreamInfo) -> None:
+        self._js = js
+        self.cached_info = info
+        self.name: str = info.config.name  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name!r}>"
+
+    def info(self, subjects_filter: str | None = None, deleted_details: bool = False) -> StreamInfo:
+        self.cached_info = self._js.stream_info(self.name, subjects_filter, deleted_details)
+        return self.cached_info
+
+    def purge(self, subject: str | None = None, seq: int | None = None, keep: int | None = None) -> int:
+        return self._js.purge_stream(self.name, subject, seq, keep)
+
+    def get_msg(
+        self, seq: int | None = None, *, last_by_subj: str | None = None, next_by_subj: str | None = None
+    ) -> StoredMsg:
+        return self._js.get_msg(self.name, seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj)
+
+    def delete_msg(self, seq: int, erase: bool = False) -> bool:
+        return self._js.delete_msg(self.name, seq, erase)
+
+    # -- consumers ---------------------------------------------------------------------
+    def consumer(self, name: str) -> Consumer:
+        """The consumer ``name`` (ConsumerNotFoundError when there is none)."""
+        return Consumer(self._js, self._js.consumer_info(self.name, name))
+
+    def create_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
+        """A new pull consumer (an error if one of that name exists with another config)."""
+        return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields), action="create"))
+
+    def update_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
+        return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields), action="update"))
+
+    def create_or_update_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
+        return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields)))
+
+    def delete_consumer(self, name: str) -> bool:
+        return self._js.delete_consumer(self.name, name)
+
+    def consumer_names(self) -> list[str]:
+        return self._js.consumer_names(self.name)
+
+    def ordered_consumer(
+        self,
+        *,
+        filter_subjects: list[str] | None = None,
+        deliver_policy: DeliverPolicy | str = DeliverPolicy.ALL,
+        opt_start_seq: int | None = None,
+        headers_only: bool = False,
+    ) -> OrderedConsumer:
+        """Every message once, in order, from a consumer this handle recreates whenever one is missed."""
+        return OrderedConsumer(
+            self._js, self.name, filter_subjects=filter_subjects, deliver_policy=deliver_policy,
+            opt_start_seq=opt_start_seq, headers_only=headers_only,
+        )
+
+
+def _pull_config(config: ConsumerConfig | None, fields: dict[str, Any]) -> ConsumerConfig:
+    cfg = api.merge_config(ConsumerConfig, config, fields)
+    if cfg.deliver_subject is not UNSET and cfg.deliver_subject is not None:
+        raise InvalidArgumentError("deliver_subject makes a push consumer; the handle API reads pull consumers")
+    return cfg
+
+
+def _buffer(
+    max_messages: int | None, max_bytes: int | None, threshold_messages: int | None, threshold_bytes: int | None,
+    expires: float, heartbeat: float | None,
+) -> tuple[int, int | None, float, float, float]:
+    """ADR-37's consume options checked: (messages, bytes or None, threshold share, expires, heartbeat)."""
+    if max_messages is not None and max_bytes is not None:
+        raise InvalidArgumentError("max_messages and max_bytes are mutually exclusive (ADR-37)")
+    expires = seconds("expires", expires)
+    if expires < 1:
+        raise InvalidArgumentError(f"expires must be at least 1 s, not {expires}")
+    if heartbeat is None:
+        heartbeat = min(30.0, max(0.5, expires / 2))
+        heartbeat = min(heartbeat, expires / 2 - 0.01)
+    if max_bytes is not None:
+        whole("max_bytes", max_bytes)
+        if threshold_messages is not None:
+            raise InvalidArgumentError("threshold_messages goes with max_messages, not max_bytes")
+        share = DEFAULT_THRESHOLD if threshold_bytes is None else whole("threshold_bytes", threshold_bytes) / max_bytes
+        if share > 1:
+            raise InvalidArgumentError(f"threshold_bytes ({threshold_bytes}) cannot exceed max_bytes ({max_bytes})")
+        return 1, max_bytes, share, expires, heartbeat
+    count = DEFAULT_MAX_MESSAGES if max_messages is None else whole("max_messages", max_messages)
+    if threshold_bytes is not None:
+        raise InvalidArgumentError("threshold_bytes goes with max_bytes, not max_messages")
+    share = DEFAULT_THRESHOLD if threshold_messages is None else whole("threshold_messages", threshold_messages) / count
+    if share > 1:
+        raise InvalidArgumentError(f"threshold_messages ({threshold_messages}) cannot exceed max_messages ({count})")
+    return count, None, max(share, 1 / count), expires, heartbeat
+
+
+class Consumer:
+    """A pull consumer by name, with its last known info in ``cached_info``."""
+
+    def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
+        if info.config.deliver_subject not in (UNSET, None, ""):
+            raise InvalidArgumentError(f"consumer {info.name!r} is a push consumer; the handle API reads pull ones")
+        self._js = js
+        self.cached_info = info
+        self.stream = info.stream_name
+        self.name = info.name
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.stream!r}/{self.name!r}>"
+
+    def info(self) -> ConsumerInfo:
+        self.cached_info = self._js.consumer_info(self.stream, self.name)
+        return self.cached_info
+
+    def delete(self) -> bool:
+        return self._js.delete_consumer(self.stream, self.name)
+
+    def _subscription(self) -> PullSubscription:
+        """This thread's pull subscription (fetches queue on it; what comes late waits for the next)."""
+        psub: PullSubscription | None = getattr(self._local, "psub", None)
+        if psub is None or psub.is_closed:
+            psub = self._local.psub = PullSubscription(self._js, self.stream, self.name, None, created=False)
+        return psub
+
+    def fetch(
+        self, batch: int = 1, *, max_wait: float = 5.0, max_bytes: int | None = None, heartbeat: float | None = None
+    ) -> list[Msg]:
+        """Up to ``batch`` messages: what came by ``max_wait`` ([] only when nothing did)."""
+        return self._subscription().fetch(batch, max_wait, max_bytes, heartbeat)
+
+    def fetch_no_wait(self, batch: int = 1, *, max_bytes: int | None = None) -> list[Msg]:
+        """What the consumer has now, up to ``batch`` messages, without waiting for more."""
+        return self._subscription().fetch(batch, self._js.timeout, max_bytes, no_wait=True)
+
+    def next(self, timeout: float = 5.0) -> Msg:
+        """One message (TimeoutError when none comes by ``timeout``)."""
+        got = self._subscription().fetch(1, timeout)
+        if not got:
+            raise TimeoutError(f"no message from consumer {self.name!r} within {timeout} s")
+        return got[0]
+
+    def messages(
+        self,
+        *,
+        max_messages: int | None = None,
+        max_bytes: int | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        expires: float = DEFAULT_EXPIRES,
+        heartbeat: float | None = None,
+    ) -> ConsumerMessages:
+        """An iterator that keeps a buffer filled (ADR-37's consume); ``stop()`` or ``drain()`` ends it."""
+        count, size, share, expires, heartbeat = _buffer(
+            max_messages, max_bytes, threshold_messages, threshold_bytes, expires, heartbeat
+        )
+        psub = PullSubscription(self._js, self.stream, self.name, None, created=False)
+        stream = psub.messages(count, expires, None, heartbeat, share, buffer_bytes=size)
+        return ConsumerMessages(psub, stream)
+
+    def consume(
+        self,
+        callback: Callable[[Msg], None],
+        *,
+        max_messages: int | None = None,
+        max_bytes: int | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        expires: float = DEFAULT_EXPIRES,
+        heartbeat: float | None = None,
+        error_cb: Callable[[Exception], None] | None = None,
+    ) -> ConsumeContext:
+        """Run ``callback`` for each message on a thread of its own; the context's ``stop``/``drain`` end it.
+
+        A callback that raises is reported (``error_cb``, else the connection's
+        error callback) and consumption goes on; an error that ends the
+        consumer (it was deleted) ends the context, which keeps it in ``error``.
+        """
+        if not callable(callback):
+            raise InvalidArgumentError(f"callback must be callable, not {callback!r}")
+        messages = self.messages(
+            max_messages=max_messages, max_bytes=max_bytes, threshold_messages=threshold_messages,
+            threshold_bytes=threshold_bytes, expires=expires, heartbeat=heartbeat,
+        )
+        report = error_cb or self._js.conn.core.report_error
+        return ConsumeContext(messages, callback, report)
+
+
+class ConsumerMessages:
+    """The iterator of :meth:`Consumer.messages`; ``stop()`` at once, ``drain()`` after what is buffered."""
+
+    def __init__(self, psub: PullSubscription, stream: MessageStream) -> None:
+        self._psub = psub
+        self._stream = stream
+        self._draining = threading.Event()
+
+    def __iter__(self) -> Iterator[Msg]:
+        try:
+            for msg in self._stream:
+                yield msg
+                if self._draining.is_set():
+                    break
+            if self._draining.is_set():
+                yield from self._psub._take_ready(1 << 30)  # what had already arrived: handed out, not lost
+        finally:
+            self._psub.unsubscribe()
+
+    def stop(self) -> None:
+        """End now; messages already delivered to this client but not handed out come again after ack_wait."""
+        self._stream.stop()
+
+    def drain(self) -> None:
+        """Ask for no more; hand out what already arrived, then end."""
+        self._draining.set()
+        self._stream.stop()
+
+    def __enter__(self) -> ConsumerMessages:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ConsumeContext:
+    """A running :meth:`Consumer.consume`: ``stop()``, ``drain()``, ``wait()``; ``error`` if it ended on one."""
+
+    def __init__(
+        self, messages: ConsumerMessages, callback: Callable[[Msg], None], report: Callable[[Exception], None]
+    ) -> None:
+        self._messages = messages
+        self._callback = callback
+        self._report = report
+        self.error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="jsclient-consume", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for msg in self._messages:
+                try:
+                    self._callback(msg)
+                except Exception as exc:  # noqa: BLE001 - the user's callback: reported, consumption goes on
+                    self._report(exc)
+        except (SubscriptionClosedError, ConsumerNotFoundError, JetStreamAPIError) as exc:
+            self.error = exc
+            self._report(exc)
+        except Exception as exc:  # noqa: BLE001 - anything else ends it too, never silently
+            self.error = exc
+            self._report(exc)
+
+    @property
+    def closed(self) -> bool:
+        return not self._thread.is_alive()
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop now and wait (up to ``timeout``) for the callback running, if any, to return."""
+        self._messages.stop()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def drain(self, timeout: float | None = 30.0) -> None:
+        """Pull no more; run the callback for what already arrived, then stop."""
+        self._messages.drain()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until consumption ends (by stop, drain or an error); whether it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def __enter__(self) -> ConsumeContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class OrderedConsumer:
+    """ADR-37's ordered consumer: one ephemeral pull consumer at a time, recreated at the next sequence.
+
+    Messages are unacknowledged (ack policy none), delivered once each, in
+    stream order.  A delivery that skips a consumer sequence, or a consumer
+    that disappears, makes it delete that consumer and create another from
+    the stream sequence after the last message handed out.
+    """
+
+    def __init__(
+        self,
+        js: JetStream,
+        stream: str,
+        *,
+        filter_subjects: list[str] | None,
+        deliver_policy: DeliverPolicy | str,
+        opt_start_seq: int | None,
+        headers_only: bool,
+    ) -> None:
+        self._js = js
+        self.stream = stream
+        if filter_subjects is not None and (not isinstance(filter_subjects, list) or not filter_subjects):
+            raise InvalidArgumentError(f"filter_subjects must be a non-empty list, not {filter_subjects!r}")
+        if not isinstance(headers_only, bool):
+            raise InvalidArgumentError(f"headers_only must be True or False, not {headers_only!r}")
+        self._filters = filter_subjects
+        self._headers_only = headers_only
+        policy = DeliverPolicy(deliver_policy)
+        self._start: dict[str, Any] = {"deliver_policy": policy.value}
+        if opt_start_seq is not None:
+            if policy is not DeliverPolicy.BY_START_SEQUENCE:
+                raise InvalidArgumentError("opt_start_seq needs deliver_policy 'by_start_sequence'")
+            self._start["opt_start_seq"] = whole("opt_start_seq", opt_start_seq, 1)
+        self._last_stream_seq = 0
+        self._expected = 1
+        api.validate_consumer_config(self._config())
+        #: How many consumers this one has been through (1 once it has its first).
+        self.generation = 0
+        self._psub: PullSubscription | None = None
+        self._stream: MessageStream | None = None
+        self._closed = False
+
+    def _config(self) -> ConsumerConfig:
+        start = dict(self._start)
+        if self._last_stream_seq:
+            resume = DeliverPolicy.BY_START_SEQUENCE.value
+            start = {"deliver_policy": resume, "opt_start_seq": self._last_stream_seq + 1}
+        return ConsumerConfig(
+            ack_policy=AckPolicy.NONE, max_deliver=1, mem_storage=True, num_replicas=1,
+            inactive_threshold=api.Duration(300.0),
+            filter_subjects=self._filters if self._filters else UNSET,
+            headers_only=True if self._headers_only else UNSET, **start,
+        )
+
+    def _subscription(self) -> PullSubscription:
+        if self._psub is None:
+            info = self._js.add_consumer(self.stream, self._config())
+            self.generation += 1
+            self._expected = 1
+            self._psub = PullSubscription(self._js, self.stream, info.name, None, created=True)
+        return self._psub
+
+    def _reset(self) -> None:
+        """Drop the consumer (a delivery was missed, or it is gone) and start another after the last message."""
+        psub, self._psub = self._psub, None
+        if psub is not None:
+            with contextlib.suppress(Exception):
+                psub.unsubscribe()
+
+    def _in_order(self, msg: Msg) -> bool:
+        meta = msg.metadata
+        if meta.sequence.consumer != self._expected:
+            self._reset()
+            return False
+        self._expected += 1
+        self._last_stream_seq = meta.sequence.stream
+        return True
+
+    def fetch(self, batch: int = 1, *, max_wait: float = 5.0) -> list[Msg]:
+        """Up to ``batch`` messages in order: what came by ``max_wait``."""
+        try:
+            got = self._subscription().fetch(batch, max_wait)
+        except (ConsumerNotFoundError, JetStreamStatusError):  # deleted, or gone: the next call starts another
+            self._reset()
+            return []
+        out = []
+        for msg in got:
+            if not self._in_order(msg):
+                break
+            out.append(msg)
+        return out
+
+    def next(self, timeout: float = 5.0) -> Msg:
+        got = self.fetch(1, max_wait=timeout)
+        if not got:
+            raise TimeoutError(f"no message from the ordered consumer on {self.stream!r} within {timeout} s")
+        return got[0]
+
+    def messages(self, *, max_messages: int = DEFAULT_MAX_MESSAGES, expires: float = DEFAULT_EXPIRES) -> Iterator[Msg]:
+        """Every message from here on, in order, across as many consumers as it takes; ``close()`` ends it."""
+        count, _, share, expires, heartbeat = _buffer(max_messages, None, None, None, expires, None)
+        self._closed = False
+        while not self._closed:
+            psub = self._subscription()
+            stream = self._stream = psub.messages(count, expires, None, heartbeat, share, warnings_end=True)
+            try:
+                for msg in stream:
+                    if not self._in_order(msg):
+                        break  # _in_order dropped the consumer: the next round starts another
+                    yield msg
+                else:
+                    if not self._closed:  # the iteration ended under us (its subscription closed)
+                        self._reset()
+            except (ConsumerNotFoundError, JetStreamStatusError):  # deleted under us: start another
+                self._reset()
+            finally:
+                stream.stop()
+
+    def close(self) -> None:
+        """End ``messages()`` and delete the consumer."""
+        self._closed = True
+        if self._stream is not None:
+            self._stream.stop()
+        self._reset()

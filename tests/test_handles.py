@@ -1,0 +1,223 @@
+"""ADR-37's stream and consumer handles against a real nats-server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import msgspec
+import pytest
+
+import jsclient
+from jsclient.errors import (
+    ConsumerDeletedError,
+    ConsumerNotFoundError,
+    InvalidArgumentError,
+    StreamNotFoundError,
+)
+from jsclient.jetstream.api import StreamInfo
+
+from .conftest import ErrorLog
+
+
+def publish(js: jsclient.JetStream, n: int, subject: str = "ord.new") -> None:
+    for i in range(n):
+        js.publish(subject, b"%d" % i)
+
+
+class PullSnoop:
+    """Watches the pull requests a client sends (a plain subscriber on the API subject gets a copy)."""
+
+    def __init__(self, nc: jsclient.Connection, stream: str, consumer: str) -> None:
+        self.requests: list[dict[str, object]] = []
+        self._sub = nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", cb=self._seen)
+        nc.flush()
+
+    def _seen(self, msg: jsclient.Msg) -> None:
+        self.requests.append(msgspec.json.decode(msg.data))
+
+
+def test_stream_handle(js: jsclient.JetStream) -> None:
+    with pytest.raises(StreamNotFoundError):
+        js.stream("ORD")
+    stream = js.create_stream(name="ORD", subjects=["ord.>"])
+    assert stream.name == "ORD" and stream.cached_info.config.subjects == ["ord.>"]
+    publish(js, 3)
+    assert js.stream("ORD").info().state.messages == 3
+    assert stream.get_msg(2).data == b"1"
+    assert stream.get_msg(last_by_subj="ord.new").seq == 3
+    assert stream.delete_msg(1)
+    assert stream.purge(keep=1) == 1
+    assert stream.info().state.messages == 1
+    changed = js.create_or_update_stream(name="ORD", subjects=["ord.>"], description="now described")
+    assert changed.cached_info.config.description == "now described"
+    assert isinstance(js.update_stream(name="ORD", subjects=["ord.>"]), StreamInfo)  # unchanged: info
+    assert js.create_or_update_stream(name="FRESH", subjects=["fresh.>"]).name == "FRESH"
+    with pytest.raises(ConsumerNotFoundError):
+        stream.consumer("nobody")
+    created = stream.create_consumer(durable_name="worker")
+    assert created.name == "worker" and stream.consumer_names() == ["worker"]
+    updated = stream.create_or_update_consumer(durable_name="worker", description="pulls")
+    assert updated.info().config.description == "pulls"
+    assert js.consumer("ORD", "worker").cached_info.config.description == "pulls"
+    assert stream.delete_consumer("worker") and stream.consumer_names() == []
+
+
+@pytest.fixture
+def consumer(js: jsclient.JetStream) -> jsclient.jetstream.handles.Consumer:
+    return js.create_stream(name="ORD", subjects=["ord.>"]).create_consumer(durable_name="c", ack_wait=30.0)
+
+
+def test_fetch_next_and_fetch_no_wait(js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer) -> None:
+    publish(js, 10)
+    assert [m.data for m in consumer.fetch(5)] == [b"%d" % i for i in range(5)]
+    rest = consumer.fetch(10, max_wait=1)  # what came by max_wait: the five left
+    assert [m.data for m in rest] == [b"%d" % i for i in range(5, 10)]
+    for m in rest:
+        m.ack()
+    assert consumer.fetch(3, max_wait=0.3) == []  # empty only after max_wait
+    assert consumer.fetch_no_wait(3) == []
+    publish(js, 2)
+    assert [m.data for m in consumer.fetch_no_wait(5)] == [b"0", b"1"]
+    publish(js, 1)
+    assert consumer.next(timeout=2).data == b"0"
+    with pytest.raises(jsclient.TimeoutError):
+        consumer.next(timeout=0.3)
+
+
+def test_messages_keep_the_buffer_between_threshold_and_max(
+    nc: jsclient.Connection, js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
+) -> None:
+    publish(js, 100)
+    snoop = PullSnoop(nc, "ORD", "c")
+    got = []
+    with consumer.messages(max_messages=10, threshold_messages=4) as it:
+        for msg in it:
+            got.append(msg.data)
+            msg.ack()
+            if len(got) == 100:
+                break
+    assert got == [b"%d" % i for i in range(100)]
+    batches = [r["batch"] for r in snoop.requests]
+    assert batches[0] == 10 and len(batches) > 10  # refilled many times ...
+    assert all(b <= 10 for b in batches)  # ... never beyond the buffer
+    assert all(r.get("idle_heartbeat") for r in snoop.requests)  # consume always asks for heartbeats
+
+
+def test_messages_bounded_by_bytes(
+    nc: jsclient.Connection, js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
+) -> None:
+    publish(js, 200, "ord.big")
+    snoop = PullSnoop(nc, "ORD", "c")
+    with consumer.messages(max_bytes=4096) as it:
+        for i, msg in enumerate(it):
+            msg.ack()
+            if i == 199:
+                break
+    assert snoop.requests
+    assert all(r["batch"] == 1_000_000 and 0 < r["max_bytes"] <= 4096 for r in snoop.requests)  # type: ignore[operator]
+    assert len(snoop.requests) > 2
+
+
+def test_consume_runs_the_callback_reports_its_errors_and_drains(
+    js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
+) -> None:
+    publish(js, 200)
+    seen: list[bytes] = []
+    log = ErrorLog()
+    done = threading.Event()
+
+    def handle(msg: jsclient.Msg) -> None:
+        seen.append(msg.data)
+        msg.ack()
+        if msg.data == b"7":
+            raise ValueError("seven is unlucky")
+        if len(seen) == 200:
+            done.set()
+
+    ctx = consumer.consume(handle, max_messages=50, error_cb=log)
+    assert done.wait(20)
+    ctx.drain()
+    assert ctx.closed and ctx.error is None
+    assert seen == [b"%d" % i for i in range(200)]
+    assert any(isinstance(e, ValueError) and "unlucky" in str(e) for e in log.errors)
+
+
+def test_consume_ends_when_its_consumer_is_deleted(
+    js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
+) -> None:
+    log = ErrorLog()
+    ctx = consumer.consume(lambda m: m.ack(), expires=2.0, error_cb=log)
+    time.sleep(0.3)  # a pull request is waiting at the server
+    consumer.delete()
+    assert ctx.wait(10)
+    assert isinstance(ctx.error, ConsumerDeletedError), ctx.error
+    log.wait_for(ConsumerDeletedError)
+
+
+def test_ordered_consumer_recreates_itself_after_a_deleted_consumer(js: jsclient.JetStream) -> None:
+    stream = js.create_stream(name="ORD", subjects=["ord.>"])
+    publish(js, 50)
+    oc = stream.ordered_consumer()
+    got = [oc.next(timeout=5).data for _ in range(5)] + [m.data for m in oc.fetch(15, max_wait=5)]
+    (name,) = stream.consumer_names()
+    stream.delete_consumer(name)  # from outside: the handle must carry on at message 20
+    while len(got) < 50:
+        got += [m.data for m in oc.fetch(50 - len(got), max_wait=2)]
+    assert got == [b"%d" % i for i in range(50)]
+    assert oc.generation == 2 and stream.consumer_names() != [name]
+    publish(js, 10)
+    seen = []
+    for msg in oc.messages(max_messages=4):
+        seen.append(msg.data)
+        if len(seen) == 3:
+            for other in stream.consumer_names():
+                stream.delete_consumer(other)
+        if len(seen) == 10:
+            break
+    oc.close()
+    assert seen == [b"%d" % i for i in range(10)]
+    assert oc.generation == 3
+    assert stream.consumer_names() == []
+
+
+def test_handle_options_are_checked_before_any_request(
+    nc: jsclient.Connection, js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
+) -> None:
+    sent = nc.stats()["out_msgs"]
+    for kwargs, words in [
+        ({"max_messages": 10, "max_bytes": 100}, "mutually exclusive"),
+        ({"max_messages": 10, "threshold_messages": 11}, "cannot exceed"),
+        ({"max_bytes": 100, "threshold_bytes": 200}, "cannot exceed"),
+        ({"max_bytes": 100, "threshold_messages": 2}, "goes with max_messages"),
+        ({"expires": 0.5}, "at least 1 s"),
+        ({"max_messages": 0}, "max_messages"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=words):
+            consumer.messages(**kwargs)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match=words):
+            consumer.consume(lambda m: None, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="callable"):
+        consumer.consume("not a function")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="opt_start_seq needs"):
+        js.stream("ORD").ordered_consumer(opt_start_seq=5)
+    assert nc.stats()["out_msgs"] == sent - 0 + 1  # js.stream's one STREAM.INFO, nothing else
+    with pytest.raises(InvalidArgumentError, match="push consumer"):
+        js.stream("ORD").create_consumer(durable_name="p", deliver_subject="somewhere")
+
+
+def test_drain_hands_out_what_arrived_and_strands_nothing(
+    js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
+) -> None:
+    publish(js, 100)
+    handed = []
+    it = consumer.messages(max_messages=20)
+    for msg in it:
+        handed.append(msg.data)
+        msg.ack()
+        if len(handed) == 5:
+            time.sleep(0.3)  # the rest of the first pull's 20 arrive
+            it.drain()
+    assert handed == [b"%d" % i for i in range(20)]  # 5 before the drain, the 15 buffered after it
+    info = consumer.info()
+    assert info.num_ack_pending == 0 and info.num_pending == 80  # none delivered and left behind
