@@ -67,7 +67,7 @@ from .jetstream.batch import AtomicBatch, BatchAck
 from .jetstream.context import JetStream
 from .jetstream.fastbatch import FastBatchAck
 from .jetstream.kv import KeyValue
-from .jetstream.objectstore import ObjectInfo, ObjectLink, ObjectReader, ObjectStore
+from .jetstream.objectstore import ObjectInfo, ObjectLink, ObjectMeta, ObjectReader, ObjectStore
 from .message import Msg
 from .options import Options
 from .subscription import Subscription
@@ -125,6 +125,7 @@ __all__ = [
     "ObjectExistsError",
     "ObjectInfo",
     "ObjectLink",
+    "ObjectMeta",
     "ObjectNotFoundError",
     "ObjectReader",
     "ObjectStore",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,18 +32,20 @@ def nc(server: NatsServer) -> Iterator[jsclient.Connection]:
 
 
 @pytest.fixture
-def js(nc: jsclient.Connection) -> Iterator[jsclient.JetStream]:
+def js(nc: jsclient.Connection, server: NatsServer) -> Iterator[jsclient.JetStream]:
     """A JetStream context; every stream left at the end is deleted (the server needs jetstream=True)."""
     ctx = nc.jetstream()
     yield ctx
-    for name in ctx.stream_names():
-        with contextlib.suppress(jsclient.Error):  # a sealed or mirror stream cannot be purged
-            ctx.purge_stream(name)  # emptied first: a stream that comes back (below) comes back empty
+    names = ctx.stream_names()
+    for name in names:
         ctx.delete_stream(name)
-    # nats-server 2.15.1 answers a delete a moment before it is done with it: a stream of the same name
-    # created at once (the next test's) came back with the old messages, 6 times in 400 tries, and never
-    # once this check asks again first (400 tries).
-    deadline = time.monotonic() + 5
+    # nats-server 2.15.1 answers a delete before it is done with it: a stream of the same name created at
+    # once (the next test's) came back with the old messages, or, when they had been purged first, with the
+    # old sequence numbers and consumers.  It is done when the stream's directory is gone from the store.
+    deadline = time.monotonic() + 10
+    store = Path(server.store_dir)
+    while time.monotonic() < deadline and any(any(store.glob(f"*/*/streams/{name}")) for name in names):
+        time.sleep(0.01)
     while ctx.stream_names() and time.monotonic() < deadline:
         time.sleep(0.01)
     # The account's own count too: once (in 650 tests) a file stream created right after 300 memory streams

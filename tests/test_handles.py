@@ -29,12 +29,18 @@ class PullSnoop:
     """Watches the pull requests a client sends (a plain subscriber on the API subject gets a copy)."""
 
     def __init__(self, nc: jsclient.Connection, stream: str, consumer: str) -> None:
-        self.requests: list[dict[str, object]] = []
-        self._sub = nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", cb=self._seen)
+        self._sub = nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}")
         nc.flush()
 
-    def _seen(self, msg: jsclient.Msg) -> None:
-        self.requests.append(msgspec.json.decode(msg.data))
+    @property
+    def requests(self) -> list[dict[str, object]]:
+        """Every request seen so far (each copy is read once; call once, after the reading is done)."""
+        seen = []
+        while True:
+            try:
+                seen.append(msgspec.json.decode(self._sub.next_msg(timeout=0.5).data))
+            except jsclient.TimeoutError:
+                return seen
 
 
 def test_stream_handle(js: jsclient.JetStream) -> None:
@@ -98,10 +104,11 @@ def test_messages_keep_the_buffer_between_threshold_and_max(
             if len(got) == 100:
                 break
     assert got == [b"%d" % i for i in range(100)]
-    batches = [r["batch"] for r in snoop.requests]
-    assert batches[0] == 10 and len(batches) > 10  # refilled many times ...
-    assert all(b <= 10 for b in batches)  # ... never beyond the buffer
-    assert all(r.get("idle_heartbeat") for r in snoop.requests)  # consume always asks for heartbeats
+    requests = snoop.requests
+    batches = [r["batch"] for r in requests]
+    assert batches[0] == 10 and len(batches) > 10, batches  # refilled many times ...
+    assert all(b <= 10 for b in batches)  # type: ignore[operator]  # ... never beyond the buffer
+    assert all(r.get("idle_heartbeat") for r in requests)  # consume always asks for heartbeats
 
 
 def test_messages_bounded_by_bytes(
@@ -114,9 +121,9 @@ def test_messages_bounded_by_bytes(
             msg.ack()
             if i == 199:
                 break
-    assert snoop.requests
-    assert all(r["batch"] == 1_000_000 and 0 < r["max_bytes"] <= 4096 for r in snoop.requests)  # type: ignore[operator]
-    assert len(snoop.requests) > 2
+    requests = snoop.requests
+    assert len(requests) > 2, requests
+    assert all(r["batch"] == 1_000_000 and 0 < r["max_bytes"] <= 4096 for r in requests)  # type: ignore[operator]
 
 
 def test_consume_runs_the_callback_reports_its_errors_and_drains(

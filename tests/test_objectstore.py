@@ -61,6 +61,10 @@ def test_put_and_get_bytes_files_and_paths(obs: jsclient.ObjectStore, tmp_path: 
     assert obs.get_file("from-file", tmp_path / "out.bin").size == 1000
     assert (tmp_path / "out.bin").read_bytes() == data[:1000]
     assert obs.put("empty", b"").chunks == 0 and obs.get_bytes("empty") == b""
+    described = obs.put("with-meta", data[:500], meta=jsclient.ObjectMeta(description="by meta", chunk_size=100))
+    assert (described.description, described.chunks) == ("by meta", 5)
+    with pytest.raises(InvalidArgumentError, match="description in meta or as keywords"):
+        obs.put("x", b"", description="d", meta=jsclient.ObjectMeta())
     assert list(obs.get("from-path")) == [data[:1000]]  # iteration yields chunks
 
 

@@ -77,6 +77,16 @@ class ObjectLink:
 
 
 @dataclass(frozen=True)
+class ObjectMeta:
+    """What a put may say of an object besides its bytes (ADR-20's ObjectMeta)."""
+
+    description: str | None = None
+    headers: HeadersArg | None = None
+    metadata: Mapping[str, str] | None = None
+    chunk_size: int | None = None
+
+
+@dataclass(frozen=True)
 class ObjectInfo:
     """What the store says of an object (ADR-20's ObjectInfo); ``mtime`` is the server's time of the description."""
 
@@ -323,16 +333,27 @@ class ObjectStore:
         metadata: Mapping[str, str] | None = None,
         chunk_size: int | None = None,
         timeout: float | None = None,
+        meta: ObjectMeta | None = None,
     ) -> ObjectInfo:
         """Store ``data`` (bytes, a binary file object, or a ``pathlib.Path``) as ``name``, in chunks.
 
-        The description is stored last, so until then readers see the previous
-        version; a put that fails leaves that version as it was.
+        ``meta`` (an :class:`ObjectMeta`) may carry the description, headers,
+        metadata and chunk size instead of the keywords.  The description is
+        stored last, so until then readers see the previous version; a put
+        that fails leaves that version as it was.
         """
+        if meta is not None:
+            if not isinstance(meta, ObjectMeta):
+                raise InvalidArgumentError(f"meta must be an ObjectMeta, not {type(meta).__name__}")
+            given = [k for k, v in (("description", description), ("headers", headers), ("metadata", metadata),
+                                    ("chunk_size", chunk_size)) if v is not None]
+            if given:
+                raise InvalidArgumentError(f"give {', '.join(given)} in meta or as keywords, not both")
+            description, headers, metadata, chunk_size = meta.description, meta.headers, meta.metadata, meta.chunk_size
         check_name(name)
         if description is not None and not isinstance(description, str):
             raise InvalidArgumentError(f"description must be a str, not {description!r}")
-        hdrs, meta = _headers(headers), _metadata(metadata)
+        hdrs, tags = _headers(headers), _metadata(metadata)
         size = DEFAULT_CHUNK_SIZE if chunk_size is None else whole("chunk_size", chunk_size, 1)
         wait = self._js.timeout if timeout is None else seconds("timeout", timeout)
         if isinstance(data, str):
@@ -340,7 +361,7 @@ class ObjectStore:
                                        "(encode text; wrap a path in pathlib.Path)")
         if isinstance(data, os.PathLike):
             with open(data, "rb") as f:
-                return self.put(name, f, description=description, headers=hdrs, metadata=meta, chunk_size=size,
+                return self.put(name, f, description=description, headers=hdrs, metadata=tags, chunk_size=size,
                                 timeout=wait)
         if isinstance(data, (bytes, bytearray, memoryview)):
             source: IO[bytes] | memoryview = memoryview(data).cast("B")
@@ -351,7 +372,7 @@ class ObjectStore:
             raise InvalidArgumentError(f"put takes bytes, a binary file object or a pathlib.Path, not {kind}")
         previous = self._info(name)
         info = ObjectInfo(name=name, bucket=self.bucket, nuid=secrets.token_urlsafe(16), description=description,
-                          headers=hdrs, metadata=meta, max_chunk_size=size)
+                          headers=hdrs, metadata=tags, max_chunk_size=size)
         subject = self._chunk_subject(info.nuid)
         try:
             info = self._put_chunks(source, subject, info, size, wait)
