@@ -114,6 +114,8 @@ class Options:
         if len({urlsplit(s).scheme in WEBSOCKET_SCHEMES for s in normalised}) > 1:
             raise InvalidArgumentError("servers mixes ws:// or wss:// URLs with nats:// or tls:// ones; use one kind")
         object.__setattr__(self, "ws_headers", _ws_headers(self.ws_headers))
+        if self.tls_handshake_first is True and any(s.startswith("ws://") for s in normalised):
+            raise InvalidArgumentError("tls_handshake_first does not apply to ws:// URLs (wss:// starts with TLS)")
         for key in (
             "name",
             "user",

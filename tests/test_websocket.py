@@ -312,8 +312,10 @@ def test_wss_and_scheme_mistakes_are_explained(wss_files: dict[str, str], ws_ser
         {"ws_headers": [("X-Only-Name",)]},
         {"ws_headers": "X-A: b"},
         {"ws_compression": "yes"},
+        {"tls_handshake_first": True},
     ],
-    ids=["mixed-schemes", "header-name", "header-crlf", "reserved-header", "not-a-pair", "not-pairs", "compression"],
+    ids=["mixed-schemes", "header-name", "header-crlf", "reserved-header", "not-a-pair", "not-pairs", "compression",
+         "handshake-first"],
 )
 def test_bad_websocket_options_raise_before_anything_is_sent(ws_server: NatsServer, bad: dict[str, object]) -> None:
     assert ws_server.ws_port is not None

@@ -26,7 +26,6 @@ from msgspec import UNSET
 from ..checks import seconds, whole
 from ..errors import (
     BucketNotFoundError,
-    ConsumerNotFoundError,
     InvalidArgumentError,
     KeyDeletedError,
     KeyExistsError,
@@ -364,15 +363,8 @@ class KeyWatcher(Watch[KeyValueEntry]):
         )
         # Only live changes: no initial values, so the end of them (None) comes first (ADR-8).
         updates_only = start["deliver_policy"] == DeliverPolicy.NEW.value
-        self._initial_done = updates_only or self._initial_pending() == 0
+        self._initial_done = updates_only or self._initial_pending(js, kv.stream) == 0
         self._marker_sent = False
-
-    def _initial_pending(self) -> int:
-        try:
-            info = self._kv._js.consumer_info(self._kv.stream, self._sub.consumer)
-        except ConsumerNotFoundError:
-            return 0
-        return info.num_pending + info.delivered.consumer_seq
 
     def next(self, timeout: float | None = 1.0) -> KeyValueEntry | None:
         """The next entry; ``None`` exactly once, after the initial values.  TimeoutError if none comes."""

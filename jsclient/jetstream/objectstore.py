@@ -642,12 +642,8 @@ class ObjectWatcher(Watch[ObjectInfo]):
             )
         except StreamNotFoundError:
             raise ObjectStoreNotFoundError(f"object store {store.bucket!r} not found") from None
-        self._initial_done = policy is DeliverPolicy.NEW or self._nothing_stored()
+        self._initial_done = policy is DeliverPolicy.NEW or self._initial_pending(js, store.stream) == 0
         self._marker_sent = False
-
-    def _nothing_stored(self) -> bool:
-        info = self._store._js.stream_info(self._store.stream, subjects_filter=f"$O.{self._store.bucket}.M.>")
-        return not info.state.subjects
 
     def next(self, timeout: float | None = 1.0) -> ObjectInfo | None:
         """The next description; ``None`` exactly once, after the current ones.  TimeoutError if none comes."""

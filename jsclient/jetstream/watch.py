@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from ..errors import SubscriptionClosedError
+from ..errors import ConsumerNotFoundError, SubscriptionClosedError
 
 if TYPE_CHECKING:
+    from .context import JetStream
     from .ordered import OrderedSubscription
 
 T = TypeVar("T")
@@ -28,6 +29,14 @@ class Watch(Generic[T]):
 
     def next(self, timeout: float | None = 1.0) -> T | None:
         raise NotImplementedError
+
+    def _initial_pending(self, js: JetStream, stream: str) -> int:
+        """How many initial items the consumer has for this watch (0: the marker comes first)."""
+        try:
+            info = js.consumer_info(stream, self._sub.consumer)
+        except ConsumerNotFoundError:
+            return 0
+        return info.num_pending + info.delivered.consumer_seq
 
     def initial(self) -> Iterator[T]:
         """The initial items only (ends at the marker)."""
