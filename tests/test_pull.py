@@ -118,9 +118,11 @@ def test_consumer_deleted_mid_fetch_returns_what_arrived_then_raises(
     publish(js, 3)
     psub = js.pull_subscribe("work.item", durable="del")
     psub.fetch(3, timeout=2)  # take the three; the next fetch will wait
-    threading.Timer(0.5, lambda: nc.jetstream().delete_consumer("WORK", "del")).start()
+    deleter = threading.Timer(0.5, lambda: nc.jetstream().delete_consumer("WORK", "del"))
+    deleter.start()
     with pytest.raises(errors.ConsumerDeletedError):
         psub.fetch(5, timeout=5)
+    deleter.join(5)  # its reply may come after the fetch ended: not after the connection closes
 
 
 def three_in(js: jsclient.JetStream, name: str, subject: str) -> PullSubscription:
