@@ -160,7 +160,13 @@ class WebSocketCodec:
         return ProtocolError(f"bad WebSocket frame from the server: {reason or code}")
 
     def encode(self, data: bytes | bytearray | memoryview) -> bytes:
-        """One binary frame carrying ``data``."""
+        """One binary frame carrying ``data``; ConnectionResetError once the WebSocket is closing.
+
+        An OSError, so a writer that meets it keeps its bytes and reports the
+        link lost, as for any failed send (wsproto's own error would escape it).
+        """
+        if self._ws.state is not ConnectionState.OPEN:
+            raise ConnectionResetError("the WebSocket is closing; nothing more can be sent on it")
         return self._ws.send(BytesMessage(data=bytes(data)))
 
     def close_frame(self) -> bytes:

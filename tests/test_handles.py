@@ -91,6 +91,23 @@ def test_fetch_next_and_fetch_no_wait(js: jsclient.JetStream, consumer: jsclient
         consumer.next(timeout=0.3)
 
 
+def test_handles_hold_no_subscription_between_calls(
+    nc: jsclient.Connection, js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
+) -> None:
+    """A handle made per request (a WSGI view) and dropped leaves nothing behind on the connection."""
+    before = nc.num_subscriptions
+    publish(js, 30)
+    for _ in range(10):
+        handle = js.consumer("ORD", "c")
+        for m in handle.fetch(2, max_wait=2) + [handle.next(timeout=2)]:
+            m.ack()
+    assert nc.num_subscriptions == before
+    with js.stream("ORD").ordered_consumer() as oc:
+        assert [m.data for m in oc.fetch(30, max_wait=2)] == [b"%d" % i for i in range(30)]
+        assert nc.num_subscriptions == before
+    assert js.stream("ORD").consumer_names() == ["c"]  # the ordered consumer's own is deleted
+
+
 def test_messages_keep_the_buffer_between_threshold_and_max(
     nc: jsclient.Connection, js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer
 ) -> None:

@@ -160,6 +160,7 @@ def test_bad_input_is_refused_before_anything_is_sent(
         (lambda: obs.put("n", b"x", metadata={"a": 1}), "metadata"),  # type: ignore[dict-item]
         (lambda: obs.put("n", b"x", description=5), "description"),  # type: ignore[arg-type]
         (lambda: obs.watch(include_history=True, updates_only=True), "updates_only"),
+        (lambda: obs.get("n", timeout=-1), "timeout"),
         (lambda: js.create_object_store("bad name"), "bucket name"),
         (lambda: js.create_object_store("ok", compression="yes"), "compression"),  # type: ignore[arg-type]
         (lambda: js.object_store("bad.name"), "bucket name"),

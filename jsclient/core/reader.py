@@ -224,7 +224,7 @@ class Reader:
         read failed (the loss is handled).
         """
         if not n:
-            if isinstance(error, ProtocolError):  # bad WebSocket framing: reported as a parser error is
+            if isinstance(error, ProtocolError):  # bad WebSocket framing: reported, as a parser error is
                 self._report_error(error)
             self._lost(error or ConnectionResetError("server closed the connection"), side.gen)
             return None

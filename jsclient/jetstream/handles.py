@@ -5,9 +5,11 @@
 and ``consume``; ``stream.ordered_consumer()`` an :class:`OrderedConsumer`,
 pull based, recreated at the next stream sequence whenever a delivery is
 missed.  Runs on the caller's thread, except a :class:`ConsumeContext`'s
-own thread (``jsclient-consume``), which runs the callback.  A Consumer may
-be shared: each thread that fetches from it gets its own pull subscription
-(a thread-local), and each ``messages``/``consume`` call its own.
+own thread (``jsclient-consume``), which runs the callback.  Handles hold no
+subscription between calls (each ``fetch``/``next`` subscribes to an inbox of
+its own and leaves it, as nats.go does), so a handle may be shared by threads
+and dropped without closing; a ``messages``/``consume`` call holds one until
+it ends.
 """
 
 from __future__ import annotations
@@ -151,7 +153,6 @@ class Consumer:
         self.cached_info = info
         self.stream = info.stream_name
         self.name = info.name
-        self._local = threading.local()
 
     def __repr__(self) -> str:
         return f"<Consumer {self.stream!r}/{self.name!r}>"
@@ -163,26 +164,19 @@ class Consumer:
     def delete(self) -> bool:
         return self._js.delete_consumer(self.stream, self.name)
 
-    def _subscription(self) -> PullSubscription:
-        """This thread's pull subscription (fetches queue on it; what comes late waits for the next)."""
-        psub: PullSubscription | None = getattr(self._local, "psub", None)
-        if psub is None or psub.is_closed:
-            psub = self._local.psub = PullSubscription(self._js, self.stream, self.name, None, created=False)
-        return psub
-
     def fetch(
         self, batch: int = 1, *, max_wait: float = 5.0, max_bytes: int | None = None, heartbeat: float | None = None
     ) -> list[Msg]:
         """Up to ``batch`` messages: what came by ``max_wait`` ([] only when nothing did)."""
-        return self._subscription().fetch(batch, max_wait, max_bytes, heartbeat)
+        return _fetch_once(self._js, self.stream, self.name, batch, max_wait, max_bytes, heartbeat)
 
     def fetch_no_wait(self, batch: int = 1, *, max_bytes: int | None = None) -> list[Msg]:
         """What the consumer has now, up to ``batch`` messages, without waiting for more."""
-        return self._subscription().fetch(batch, self._js.timeout, max_bytes, no_wait=True)
+        return _fetch_once(self._js, self.stream, self.name, batch, self._js.timeout, max_bytes, None, no_wait=True)
 
     def next(self, timeout: float = 5.0) -> Msg:
         """One message (TimeoutError when none comes by ``timeout``)."""
-        got = self._subscription().fetch(1, timeout)
+        got = self.fetch(1, max_wait=timeout)
         if not got:
             raise TimeoutError(f"no message from consumer {self.name!r} within {timeout} s")
         return got[0]
@@ -231,6 +225,19 @@ class Consumer:
         )
         report = error_cb or self._js.conn.core.report_error
         return ConsumeContext(messages, callback, report)
+
+
+def _fetch_once(
+    js: JetStream, stream: str, consumer: str, batch: int, wait: float, max_bytes: int | None,
+    heartbeat: float | None, *, no_wait: bool = False,
+) -> list[Msg]:
+    """One fetch on an inbox of its own, left at the end (the pull ends before ``wait`` does, so nothing
+    is on its way; a message that still is comes again after ack_wait)."""
+    psub = PullSubscription(js, stream, consumer, None, created=False)
+    try:
+        return psub.fetch(batch, wait, max_bytes, heartbeat, no_wait=no_wait)
+    finally:
+        psub.unsubscribe()  # not created here: nothing is deleted
 
 
 class ConsumerMessages:
@@ -361,7 +368,7 @@ class OrderedConsumer:
         api.validate_consumer_config(self._config())
         #: How many consumers this one has been through (1 once it has its first).
         self.generation = 0
-        self._psub: PullSubscription | None = None
+        self._consumer: str | None = None  # the current consumer's name (created on first use)
         self._stream: MessageStream | None = None
         self._closed = False
 
@@ -377,20 +384,20 @@ class OrderedConsumer:
             headers_only=True if self._headers_only else UNSET, **start,
         )
 
-    def _subscription(self) -> PullSubscription:
-        if self._psub is None:
-            info = self._js.add_consumer(self.stream, self._config())
+    def _current(self) -> str:
+        """The consumer to read from, created after the last message handed out when there is none."""
+        if self._consumer is None:
+            self._consumer = self._js.add_consumer(self.stream, self._config()).name
             self.generation += 1
             self._expected = 1
-            self._psub = PullSubscription(self._js, self.stream, info.name, None, created=True)
-        return self._psub
+        return self._consumer
 
     def _reset(self) -> None:
-        """Drop the consumer (a delivery was missed, or it is gone) and start another after the last message."""
-        psub, self._psub = self._psub, None
-        if psub is not None:
-            with contextlib.suppress(Exception):
-                psub.unsubscribe()
+        """Drop the consumer (a delivery was missed, or it is gone); the next read starts another."""
+        name, self._consumer = self._consumer, None
+        if name is not None:
+            with contextlib.suppress(Exception):  # gone already, or the link is down: its inactivity ends it
+                self._js.delete_consumer(self.stream, name)
 
     def _in_order(self, msg: Msg) -> bool:
         meta = msg.metadata
@@ -404,7 +411,7 @@ class OrderedConsumer:
     def fetch(self, batch: int = 1, *, max_wait: float = 5.0) -> list[Msg]:
         """Up to ``batch`` messages in order: what came by ``max_wait``."""
         try:
-            got = self._subscription().fetch(batch, max_wait)
+            got = _fetch_once(self._js, self.stream, self._current(), batch, max_wait, None, None)
         except (ConsumerNotFoundError, JetStreamStatusError):  # deleted, or gone: the next call starts another
             self._reset()
             return []
@@ -426,7 +433,7 @@ class OrderedConsumer:
         count, _, share, expires, heartbeat = _buffer(max_messages, None, None, None, expires, None)
         self._closed = False
         while not self._closed:
-            psub = self._subscription()
+            psub = PullSubscription(self._js, self.stream, self._current(), None, created=False)
             stream = self._stream = psub.messages(count, expires, None, heartbeat, share, warnings_end=True)
             try:
                 for msg in stream:
@@ -440,10 +447,17 @@ class OrderedConsumer:
                 self._reset()
             finally:
                 stream.stop()
+                psub.unsubscribe()
 
     def close(self) -> None:
-        """End ``messages()`` and delete the consumer."""
+        """End ``messages()`` and delete the consumer (one left behind ends after 5 minutes unused)."""
         self._closed = True
         if self._stream is not None:
             self._stream.stop()
         self._reset()
+
+    def __enter__(self) -> OrderedConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

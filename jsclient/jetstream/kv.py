@@ -389,7 +389,6 @@ class KeyWatcher(Watch[KeyValueEntry]):
             )
 
 
-
 def bucket_config(
     bucket: str,
     *,

@@ -296,12 +296,13 @@ class ObjectStore:
 
         A link to an object is followed; a link to a bucket is an error.
         """
+        wait = self._js.timeout if timeout is None else seconds("timeout", timeout)
         info = self.info(name)
         if info.link is not None:
             if info.link.name is None:
                 raise InvalidArgumentError(f"object {name!r} is a link to the bucket {info.link.bucket!r}")
-            return self._js.object_store(info.link.bucket).get(info.link.name, timeout=timeout)
-        return ObjectReader(self, info, self._js.timeout if timeout is None else seconds("timeout", timeout))
+            return self._js.object_store(info.link.bucket).get(info.link.name, timeout=wait)
+        return ObjectReader(self, info, wait)
 
     def get_bytes(self, name: str, *, timeout: float | None = None) -> bytes:
         with self.get(name, timeout=timeout) as reader:

@@ -310,9 +310,9 @@ class PullSubscription(Bound):
             whole("buffer_bytes", buffer_bytes)
             if max_bytes is not None:
                 raise InvalidArgumentError("buffer_bytes and max_bytes are mutually exclusive")
-        stream = MessageStream(self, batch, expires, max_bytes, heartbeat, float(threshold), buffer_bytes)
-        stream.warnings_end = warnings_end
-        return stream
+        return MessageStream(
+            self, batch, expires, max_bytes, heartbeat, float(threshold), buffer_bytes, warnings_end=warnings_end
+        )
 
     # -- ending ----------------------------------------------------------------------
     @property
@@ -351,6 +351,8 @@ class MessageStream:
         heartbeat: float | None,
         threshold: float,
         buffer_bytes: int | None = None,
+        *,
+        warnings_end: bool = False,
     ) -> None:
         self._psub = psub
         self.batch = BYTES_BATCH if buffer_bytes is not None else batch
@@ -365,7 +367,7 @@ class MessageStream:
         self._stopped = threading.Event()
         self._tokens: dict[str, tuple[int, int]] = {}  # outstanding request -> messages and bytes it asked for
         self._watching = False  # this stream's iteration has the subscription's heartbeat watch
-        self.warnings_end = False
+        self.warnings_end = warnings_end
 
     def stop(self) -> None:
         """End the iteration; the heartbeat watch ends now, even if nobody iterates again."""
