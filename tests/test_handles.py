@@ -99,7 +99,7 @@ def test_handles_hold_no_subscription_between_calls(
     publish(js, 30)
     for _ in range(10):
         handle = js.consumer("ORD", "c")
-        for m in handle.fetch(2, max_wait=2) + [handle.next(timeout=2)]:
+        for m in [*handle.fetch(2, max_wait=2), handle.next(timeout=2)]:
             m.ack()
     assert nc.num_subscriptions == before
     with js.stream("ORD").ordered_consumer() as oc:

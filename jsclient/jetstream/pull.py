@@ -451,7 +451,10 @@ class MessageStream:
                     return
                 verdict = mm.judge(msg, CONSUME)
                 if verdict is MESSAGE:
-                    self._less(1, message_size(msg) if self.buffer_bytes is not None else 0)
+                    if self.buffer_bytes is None:
+                        self._pending = max(0, self._pending - 1)
+                    else:
+                        self._less(1, message_size(msg))
                     if psub._group is not None:
                         psub._note_pin(msg)
                     yield msg
