@@ -46,6 +46,11 @@ class Row:
     #: Measured on a server of its own: on the shared one, whose memory holds the 800,000 messages the
     #: other rows read, object puts ran at 280 or 680 MiB/s by turns (a collection of that heap, or not).
     own_server: bool = False
+    #: Neither the client nor its server (one of its own) is pinned: for a comparison the pinning would decide.
+    #: Fast-ingest leaves a publisher nearly idle while the server stores (about 1 us of client CPU per message
+    #: against 3 to 4.5 us of the server's), so with the server held to one core that row measures nats-server
+    #: alone; on one machine whose cores both may work, it is the bulk load a user runs.
+    pinned: bool = True
 
 
 ALL = ("jsclient", "nats-py", "pynats2", "raw")
@@ -79,6 +84,10 @@ JS_ROWS = [
     Row("kv_get", "kv.get ops/s", 5_000, JS_RAW, 2.0, JS_MODULE),
     Row("obj_put", "object store put MiB/s (one 64 MiB object)", 64, JS, 2.0, JS_MODULE, own_server=True),
     Row("obj_get", "object store get MiB/s (one 64 MiB object)", 64, JS, 2.0, JS_MODULE, own_server=True),
+    Row("js_publish_stream_unpinned", "bulk load, nothing pinned: publish_stream msgs/s", 200_000, ("jsclient",),
+        None, JS_MODULE, own_server=True, pinned=False),
+    Row("js_publish_async_unpinned", "bulk load, nothing pinned: publish_async msgs/s", 200_000, ("jsclient",),
+        None, JS_MODULE, own_server=True, pinned=False),
     Row("watchdog", "watchdog: 5,000 heartbeat subs, % of a core", 5_000, ("jsclient",), None, JS_MODULE, False),
 ]
 #: nats-py's single direct gets take ~0.3 ms each: it gets fewer, its rate is per message all the same.
@@ -101,10 +110,10 @@ def pin_process(pid: int, cores: set[int]) -> None:
 
 
 @contextlib.contextmanager
-def started(server: NatsServer) -> Iterator[NatsServer]:
-    """A server pinned to the infrastructure core, stopped at the end."""
+def started(server: NatsServer, *, pinned: bool = True) -> Iterator[NatsServer]:
+    """A server pinned to the infrastructure core (unless not ``pinned``), stopped at the end."""
     with server:
-        if pinning():
+        if pinned and pinning():
             assert server.proc is not None
             pin_process(server.proc.pid, INFRA_CORES)
         yield server
@@ -137,7 +146,7 @@ def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: s
         capture_output=True,
         text=True,
         timeout=600,
-        preexec_fn=pin_client,
+        preexec_fn=pin_client if row.pinned else None,
         env={**os.environ, "BENCH_TCP_URL": server.url},  # for the feeder of a WebSocket row
     )
     if proc.returncode != 0:
@@ -205,7 +214,9 @@ def main() -> None:
                 clients = (*row.clients, OLD) if args.old and "jsclient" in row.clients else row.clients
                 runs: dict[str, list[float]] = {client: [] for client in clients}
                 with contextlib.ExitStack() as own:
-                    target = own.enter_context(started(NatsServer(websocket=True))) if row.own_server else server
+                    target = server
+                    if row.own_server:
+                        target = own.enter_context(started(NatsServer(websocket=True), pinned=row.pinned))
                     for _ in range(args.repeat):
                         for client in clients:
                             rate = measure(client, row, target, args.scale, args.old)
@@ -267,6 +278,8 @@ def print_rst(
         cells.append(f"{row.target:.1f}x" if row.target else "-")
         print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
     print(border)
+    for line in fast_ingest_ratios(results):
+        print(f"\n{line}")
 
 
 def print_table(
@@ -305,6 +318,25 @@ def print_table(
             change = f"{now / before:>8.2f}x" if before and now and row.higher_is_better else f"{'-':>9}"
             line += (f"{before:>12,.0f}" if before else f"{'-':>12}") + change
         print(line.rstrip())
+    for line in fast_ingest_ratios(results):
+        print(line)
+
+
+#: (fast-ingest row, publish_async row, how they ran), for the ratio issue 22 sets a target on (1.5x).
+FAST_INGEST_PAIRS = (
+    ("js_publish_stream", "js_publish_async", "pinned (the server on one core)"),
+    ("js_publish_stream_unpinned", "js_publish_async_unpinned", "nothing pinned"),
+)
+
+
+def fast_ingest_ratios(results: dict[str, dict[str, float | None]]) -> list[str]:
+    """Fast-ingest over jsclient's own publish_async, for each pair of rows measured."""
+    lines = []
+    for stream, window, how in FAST_INGEST_PAIRS:
+        fast, plain = results.get(stream, {}).get("jsclient"), results.get(window, {}).get("jsclient")
+        if fast and plain:
+            lines.append(f"fast-ingest / publish_async, {how}: {fast / plain:.2f}x (target 1.5x)")
+    return lines
 
 
 if __name__ == "__main__":

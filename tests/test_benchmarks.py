@@ -13,7 +13,8 @@ def test_benchmark_harness_runs_every_client() -> None:
     proc = subprocess.run(
         [
             sys.executable, "-m", "benchmarks", "--repeat", "1", "--scale", "0.002",
-            "--rows", "publish,callback,request,fetch_ack,direct_last,js_publish",
+            "--rows", "publish,callback,request,fetch_ack,direct_last,js_publish,js_publish_async,js_publish_stream,"
+            "js_publish_stream_unpinned,js_publish_async_unpinned",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -28,6 +29,10 @@ def test_benchmark_harness_runs_every_client() -> None:
         line = next(line for line in table.splitlines() if line.startswith(title))
         numbers = [cell for cell in line[36:].split() if cell.replace(",", "").isdigit()]
         assert len(numbers) >= 2, line  # jsclient and at least one peer measured
+    # The fast-ingest ratio (issue 22's target) is printed for both ways of running, the unpinned pair on a
+    # server of its own.
+    for how in ("pinned (the server on one core)", "nothing pinned"):
+        assert f"fast-ingest / publish_async, {how}: " in table, table
 
 
 def test_turnaround_table_runs() -> None:
