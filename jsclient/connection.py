@@ -183,7 +183,13 @@ class Connection:
 
     @property
     def core(self) -> CoreAPI:
-        """The internal interface JetStream, messages and subscriptions use (not for applications)."""
+        """The internal interface JetStream, messages and subscriptions use (not for applications).
+
+        In a forked child it is the public calls' session too: a new connection
+        (reconnect_after_fork=True), or ForkedConnectionError.
+        """
+        if self._forked:
+            self._check_fork()
         return self._session
 
     # -- properties ----------------------------------------------------------
@@ -275,6 +281,8 @@ class Connection:
         message.  Nothing here checks the frames: a malformed one makes the
         server close the connection.
         """
+        if self._forked:
+            self._check_fork()
         self._append(frames, payload_size=payload_bytes, messages=messages)
 
     def rtt(self, timeout: float = 2.0) -> float:

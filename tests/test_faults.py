@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import resource
+import signal
 import threading
 import time
 import urllib.request
@@ -334,3 +335,44 @@ def test_a_child_forked_mid_sweep_still_times_out_its_async_requests(server: Nat
         assert not parked.done()
         # Both made their first inbox after the fork from the same sequence: only a new prefix keeps them apart.
         assert child_inbox and child_inbox != nc.new_inbox()
+
+
+def test_a_child_forked_with_async_publishes_out_has_a_window_of_its_own() -> None:
+    """The fork lands while 3,000 of the parent's publish_async acks are out (the server is stopped, so none can
+    come back).  Those acks can never reach the child, so its context must not count them: with a window of
+    3,001 the child's second publish_async used to block until its timeout (exit 3); before that, publish_async
+    in a child raised ForkedConnectionError despite reconnect_after_fork=True (exit 4).  The child's own
+    publishes go through, and the parent's all complete, none doubled by the child."""
+    with NatsServer() as server:
+        assert server.proc is not None
+        nc = jsclient.connect(server.url, reconnect_after_fork=True)
+        try:
+            js = nc.jetstream(timeout=10, publish_async_max_pending=3_001)
+            js.add_stream(name="FORKED", subjects=["forked.>"], storage="memory")
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            try:
+                futures = [js.publish_async("forked.parent", b"%d" % i) for i in range(3_000)]
+                assert js.publish_async_pending == 3_000
+                pid = os.fork()
+                if pid == 0:
+                    code = 9
+                    try:
+                        inherited = js.publish_async_pending
+                        mine = [js.publish_async("forked.child", b"%d" % i) for i in range(10)]
+                        js.publish_async_completed(timeout=10)
+                        code = 0 if inherited == 0 and all(f.result(timeout=1).seq for f in mine) else 2
+                    except jsclient.TimeoutError:
+                        code = 3
+                    except jsclient.Error:
+                        code = 4
+                    finally:
+                        os._exit(code)
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            _, status = os.waitpid(pid, 0)
+            assert os.WEXITSTATUS(status) == 0, f"child exit {os.WEXITSTATUS(status)}"
+            js.publish_async_completed(timeout=30)
+            assert all(f.result().seq for f in futures)
+            assert js.stream_info("FORKED").state.messages == 3_010
+        finally:
+            nc.close()

@@ -3,9 +3,11 @@
 Runs on the calling (user) thread; every call is a request over the
 connection's shared reply inbox.  ``publish_async`` acks are decoded on the
 connection's reader thread (library code only; done-callbacks run on its
-events thread).  ``_pending_cond`` guards the count of
-outstanding async publishes (the only mutable state here), so one context
-may be shared by many threads.
+events thread).  The async-publish window (:class:`_Window`: the count of
+outstanding async publishes, guarded by its lock) is the only mutable state
+here, so one context may be shared by many threads.  A forked child gets a
+new window: the parent's acks never reach the child, and a lock a parent's
+thread held at the fork would stay held.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from msgspec import UNSET
 
 from ..backoff import Backoff
 from ..checks import seconds, whole
+from ..core import fork
 from ..errors import (
     DirectGetDisabledError,
     Error,
@@ -72,6 +75,18 @@ _NO_OPTIONS = (None,) * 11
 PUBLISH_RETRY = Backoff(initial=0.05, maximum=1.0, attempts=4)
 
 
+class _Window:
+    """The async-publish window of one context in one process."""
+
+    __slots__ = ("blocked", "cond", "lock", "pending")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.pending = 0  # async publishes not settled yet (guarded by lock)
+        self.blocked = 0  # publishers waiting for the window to reopen (guarded by lock)
+
+
 class JetStream:
     """JetStream on one connection.  Create with ``nc.jetstream()``."""
 
@@ -104,15 +119,17 @@ class JetStream:
         #: (stream, subject) -> direct-get subject of its last message, once checked (see direct.last_request).
         self.last_requests: dict[tuple[str, str], str] = {}
         self.publish_async_max_pending = publish_async_max_pending
-        self._pending = 0
-        self._blocked = 0  # publishers waiting for the window to reopen
+        self._window = _Window()
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
         self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, self._send_pending)
         # Tries of a publish with retries: their caller's future reopens the window, once, when it resolves.
         self._retry_kind = ReplyKind(_decode_async_ack, None, self._send_pending)
         self._resume_at = publish_async_max_pending - max(1, publish_async_max_pending // 8)
-        self._pending_lock = threading.Lock()
-        self._pending_cond = threading.Condition(self._pending_lock)
+        fork.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """The fork hook (see :mod:`jsclient.core.fork`): the child's publishes start with a window of their own."""
+        self._window = _Window()
 
     def __repr__(self) -> str:
         return f"<JetStream prefix={self.prefix!r} on {self.conn!r}>"
@@ -731,27 +748,28 @@ class JetStream:
         hdrs = headers if options == _NO_OPTIONS else self._publish_headers(subject, headers, options)
         wait = self.timeout if timeout is None else seconds("timeout", timeout)
         retries = whole("retry_on_no_responders", retry_on_no_responders, 0)
-        cond = self._pending_cond
-        lock = self._pending_lock
+        window = self._window
+        limit = self.publish_async_max_pending
+        lock = window.lock
         lock.acquire()
         try:
-            if self._pending >= self.publish_async_max_pending:
+            if window.pending >= limit:
                 lock.release()
                 try:
                     self.conn.core.send_pending()  # what the window holds goes now: its acks reopen it
                 finally:
                     lock.acquire()
-                self._blocked += 1
+                window.blocked += 1
                 try:
-                    reopened = cond.wait_for(lambda: self._pending < self.publish_async_max_pending, wait)
+                    reopened = window.cond.wait_for(lambda: window.pending < limit, wait)
                 finally:
-                    self._blocked -= 1
+                    window.blocked -= 1
                 if not reopened:
                     raise TimeoutError(
-                        f"publish_async: {self._pending} acks still outstanding after {wait} s "
-                        f"(publish_async_max_pending={self.publish_async_max_pending})"
+                        f"publish_async: {window.pending} acks still outstanding after {wait} s "
+                        f"(publish_async_max_pending={limit})"
                     )
-            self._pending += 1
+            window.pending += 1
         finally:
             lock.release()
         try:
@@ -881,23 +899,27 @@ class JetStream:
 
     def _release_pending(self, settled: int) -> None:
         """Reader or timer thread (or a failed publish): ``settled`` async publishes settled."""
-        with self._pending_lock:
-            self._pending -= settled
+        window = self._window
+        with window.lock:
+            window.pending -= settled
             # A full window wakes its publishers only once an eighth has drained (or all of it):
             # waking them for every single ack would cost a thread switch per message.
-            if self._pending == 0 or (self._blocked and self._pending <= self._resume_at):
-                self._pending_cond.notify_all()
+            if window.pending == 0 or (window.blocked and window.pending <= self._resume_at):
+                window.cond.notify_all()
 
     @property
     def publish_async_pending(self) -> int:
-        return self._pending
+        return self._window.pending
 
     def publish_async_completed(self, timeout: float = 10.0) -> None:
-        """Wait until every publish_async future has resolved."""
+        """Wait until every publish_async future (of this process) has resolved."""
         self.conn.core.send_pending()
-        with self._pending_cond:
-            if not self._pending_cond.wait_for(lambda: self._pending == 0, timeout):
-                raise TimeoutError(f"publish_async_completed: {self._pending} acks still outstanding after {timeout} s")
+        window = self._window
+        with window.cond:
+            if not window.cond.wait_for(lambda: window.pending == 0, timeout):
+                raise TimeoutError(
+                    f"publish_async_completed: {window.pending} acks still outstanding after {timeout} s"
+                )
 
 
 def _no_stream(subject: str) -> NoStreamResponseError:
