@@ -376,3 +376,40 @@ def test_a_child_forked_with_async_publishes_out_has_a_window_of_its_own() -> No
             assert js.stream_info("FORKED").state.messages == 3_010
         finally:
             nc.close()
+
+
+def test_a_child_forked_while_the_worker_pool_is_locked_gets_its_connection(server: NatsServer) -> None:
+    """The process-wide connection pool of jsclient.spark (one connection per Spark worker) is locked by another
+    thread at the fork, as when a task forks while a UDF thread looks up its connection: the child must get a
+    connection of its own, not wait forever on a lock whose holder stayed in the parent (exit 2 by the alarm)."""
+    from jsclient.spark import connections
+
+    opts = jsclient.Options(servers=[server.url])
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with connections._lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        pid = os.fork()
+        if pid == 0:
+            code = 9
+            try:
+                signal.signal(signal.SIGALRM, lambda *_: os._exit(2))
+                signal.alarm(10)
+                conn = connections.connection(opts)
+                conn.publish("forked.pool", b"child")
+                conn.flush(timeout=5)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0, f"child exit {os.WEXITSTATUS(status)}"
+    finally:
+        release.set()
+        holder.join()

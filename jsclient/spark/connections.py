@@ -5,7 +5,8 @@ Spark's Python workers are forked from ``pyspark.daemon`` and reused across
 tasks; a connection made before a fork belongs to the parent.  The cache is
 keyed by the options and the process id, guarded by ``_lock`` (which also
 guards the bulk-reader pool: a reader is taken out while a task uses it, so
-it is never shared), and closed at
+it is never shared; a forked child gets a new lock, as one a parent's thread
+held at the fork would never be released there), and closed at
 interpreter exit where Spark lets that run (workers often leave with
 ``os._exit``, so nothing may depend on it: writers wait for their acks).
 """
@@ -44,6 +45,14 @@ def connection(options: SparkOptions | Options) -> Connection:
 
 
 _readers: dict[tuple[Options, int], list[BulkReader]] = {}
+
+
+def _new_lock_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 @contextlib.contextmanager
