@@ -246,6 +246,15 @@ class BatchIncompleteError(BatchPublishError):
     retriable = True
 
 
+class BatchInterruptedError(ConnectionLostError, TimeoutError):
+    """The connection broke during an atomic batch and no answer to its commit came within the timeout.
+
+    The server abandons a batch it did not receive whole, so nothing of it
+    is stored, unless its commit got through before the break: then all of
+    it is.  Read the stream before sending it again (jsclient sends no part of it twice).
+    """
+
+
 class BatchTooLargeError(BatchPublishError):
     """The batch has more messages than the server allows (1,000 unless the server is configured otherwise)."""
 

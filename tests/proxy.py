@@ -19,7 +19,7 @@ Filter = Callable[[bytes], bytes]
 
 
 class Cut(bytes):
-    """Returned by a filter: forward these bytes, then close the client's connection."""
+    """Returned by a filter (either way): forward these bytes, then close the client's connection."""
 
 
 def split_ws_frames(buf: bytearray) -> list[bytes]:
@@ -151,9 +151,16 @@ class FrameProxy:
                     dst.sendall(data)
                     continue
                 buf += data
-                out = b"".join(self.upstream_filter(frame) for frame in split_frames(buf))
-                if out:
-                    dst.sendall(out)
+                for frame in split_frames(buf):
+                    out = self.upstream_filter(frame)
+                    if out:
+                        dst.sendall(out)
+                    if isinstance(out, Cut):  # what the client sent after it is lost with the connection
+                        for sock in (src, dst):
+                            with contextlib.suppress(OSError):
+                                sock.shutdown(socket.SHUT_RDWR)
+                            sock.close()
+                        return
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
 

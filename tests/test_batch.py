@@ -99,3 +99,34 @@ def test_an_interrupted_batch_is_never_committed(server: NatsServer, atomic: jsc
     assert info.value.retriable
     assert atomic.stream_info("ATOM").state.messages == 0  # neither the dead members nor the collided batch
     assert atomic.publish_batch([("atom.ok", b"1"), ("atom.ok", b"2")]).count == 2
+
+
+def test_a_batch_cut_by_a_connection_loss_is_reported_interrupted_never_committed(
+    server: NatsServer, atomic: jsclient.JetStream
+) -> None:
+    """The connection breaks at member 400 of 1,000, the members after it and the commit lost with the link
+    (tests/proxy.py cuts it there: a real server will not drop a client mid-batch on demand).  The batch is not
+    stored, the call says the connection broke during it (not a bare timeout, never an ack), nothing is sent
+    again, and the reconnected connection commits the next batch."""
+    from tests.proxy import Cut, FrameProxy
+
+    cut = []
+
+    def upstream(frame: bytes) -> bytes:
+        if not cut and b"Nats-Batch-Sequence: 400\r\n" in frame:
+            cut.append(frame)
+            return Cut(b"")
+        return frame
+
+    host, port = server.url.split("//")[1].rsplit(":", 1)
+    with FrameProxy((host, int(port)), upstream_filter=upstream) as proxy, jsclient.connect(
+        proxy.url, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        with pytest.raises(jsclient.BatchInterruptedError, match="connection broke during an atomic batch") as info:
+            js.publish_batch([("atom.cut", b"%d" % i) for i in range(1000)])
+        assert isinstance(info.value, jsclient.ConnectionLostError) and isinstance(info.value, TimeoutError)
+        assert cut and nc.reconnects >= 1  # the failure path ran: the link broke inside the batch
+        assert proxy.sent.count(b"Nats-Batch-Sequence: 1\r\n") == 1  # not sent again on the new link
+        assert atomic.stream_info("ATOM").state.messages == 0
+        assert js.publish_batch([("atom.ok", b"1"), ("atom.ok", b"2")]).count == 2

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import InvalidArgumentError, JetStreamAPIError, NoRespondersError
+from ..errors import BatchInterruptedError, InvalidArgumentError, JetStreamAPIError, NoRespondersError, TimeoutError
 from ..headers import Headers, HeadersInput, encode
 from ..payload import as_bytes
 from ..protocol import HPUB_FRAME, check_publish_subject
@@ -137,14 +137,30 @@ def send_commit(js: JetStream, last: Member, *, batch_id: str, total: int, timeo
     return js.conn.request_async(last.subject, last.payload, timeout=timeout, headers=commit)
 
 
-def batch_ack(commit: Future[Msg], subject: str) -> BatchAck:
-    """Wait for a commit's reply (it times out by itself) and return the batch's ack, or raise its error."""
+def batch_ack(commit: Future[Msg], subject: str, *, js: JetStream | None = None, reconnects: int = 0) -> BatchAck:
+    """Wait for a commit's reply (it times out by itself) and return the batch's ack, or raise its error.
+
+    With ``js``: a timeout after the connection reconnected (its count is no
+    longer ``reconnects``, taken before the first member was queued) is the
+    batch interrupted by the loss, and says so.  A reply that does come, on
+    the old link or after members still buffered went out on the new one,
+    is the batch's real outcome, so it is waited for all the same.
+    """
     try:
         reply = commit.result()
     except NoRespondersError:
         from .context import _no_stream
 
         raise _no_stream(subject) from None
+    except TimeoutError as exc:
+        if js is not None and js.conn.reconnects != reconnects:
+            raise BatchInterruptedError(
+                f"the connection broke during an atomic batch to {subject!r} and its commit was not answered "
+                f"({exc}): the server abandons a batch it did not receive whole, so nothing of it is stored, "
+                "unless the commit got through before the break (then all of it is); read the stream before "
+                "sending it again"
+            ) from None
+        raise
     return decode_batch_ack(reply.data)
 
 
@@ -175,6 +191,7 @@ def send_batch(
             raise InvalidArgumentError(
                 f"batch message to {m.subject!r} of about {size} bytes exceeds the server's max_payload of {limit}"
             )
+    reconnects = js.conn.reconnects
     parts = [encoded]
     payload_bytes = encoded_bytes
     for seq, m in enumerate(members[:-1], encoded_count + 1):
@@ -183,7 +200,7 @@ def send_batch(
     send_members(js, b"".join(parts), count=total - 1, payload_bytes=payload_bytes)
     last = members[-1]
     future = send_commit(js, last, batch_id=batch_id, total=total, timeout=timeout)
-    return batch_ack(future, last.subject)
+    return batch_ack(future, last.subject, js=js, reconnects=reconnects)
 
 
 def publish_batch(
