@@ -238,7 +238,7 @@ class WebSocketTransport:
 
     def _send_control(self) -> None:
         """Send queued control frames if no one is sending; else the sender will, after releasing."""
-        while self._control and self._send_lock.acquire(blocking=False):
+        while self._control and self._send_lock.acquire(False):
             try:
                 while self._control:
                     self._inner.sendall(self._control.popleft())
@@ -252,7 +252,7 @@ class WebSocketTransport:
 
     def shutdown(self) -> None:
         """Say goodbye with a close frame when that cannot block, then shut the socket down."""
-        if self._send_lock.acquire(blocking=False):
+        if self._send_lock.acquire(False):
             try:
                 with self._codec_lock:
                     frame = self._codec.close_frame()

@@ -160,7 +160,8 @@ class Reader:
         """
         side = self.link.reading
         # Only while the reader stepped aside: with it reading anyway, taking turns would cost more than it saves.
-        if side is None or side.sock is None or not side.parked or not side.token.acquire(blocking=False):
+        # (acquire(False), not blocking=False: a keyword costs a C argument parse, here on every request.)
+        if side is None or side.sock is None or not side.parked or not side.token.acquire(False):
             return waiter.wait(timeout)
         now = time.monotonic()
         deadline = now + timeout
@@ -171,11 +172,11 @@ class Reader:
             recv_into = side.sock.recv_into
             buffer = side.buffer
             poll = side.poller.poll
-            while not waiter.lock.acquire(blocking=False):
+            while not waiter.lock.acquire(False):
                 now = time.monotonic()
                 remaining = deadline - now
                 if remaining <= 0:
-                    return waiter.lock.acquire(blocking=False)
+                    return waiter.lock.acquire(False)
                 if self.link.reading is not side:
                     break  # the connection was lost: whoever reconnects answers the waiter
                 if spin_until and now >= spin_until:

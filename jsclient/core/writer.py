@@ -181,7 +181,7 @@ class Writer:
         caller's turnaround, which on a virtual machine decides whether the
         server is still awake to answer quickly.  False as queue_message.
         """
-        if not self.send_lock.acquire(blocking=False):
+        if not self.send_lock.acquire(False):  # positional: a keyword costs a C argument parse per request
             if not self.queue_message(head, payload, n, sending=True):
                 return False
             self.send_soon()  # someone is sending: the flusher sends this after them
@@ -241,7 +241,7 @@ class Writer:
 
     def send_soon(self) -> None:
         """Send now if nobody is sending; otherwise leave it to the flusher (it coalesces)."""
-        if self.send_lock.acquire(blocking=False):
+        if self.send_lock.acquire(False):
             try:
                 with self.write_lock:
                     taken = self.take_buffer()
