@@ -84,6 +84,29 @@ _FIXED_DELIVERY = re.compile(
 )
 
 
+#: What follows ``Nats-Sequence: `` in that block.
+_FIXED_TAIL = re.compile(rb"(\d+)\r\nNats-Time-Stamp: ([^\r\n]*)\r\n\r\n")
+
+
+def delivery_head(stream: str, subject: str) -> bytes:
+    """The start of that block for a message of ``stream`` on ``subject``, up to its sequence."""
+    return b"NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: " % (stream.encode(), subject.encode())
+
+
+def fixed_tail(header: bytes, head: bytes) -> tuple[int, str] | None:
+    """Sequence and time stamp from that block when it starts with ``head`` (stream and subject known):
+    what :func:`fixed_delivery` reads, without matching and decoding the two names again."""
+    if not header.startswith(head):
+        return None
+    m = _FIXED_TAIL.fullmatch(header, len(head))
+    if m is None:
+        return None
+    try:
+        return int(m[1]), m[2].decode()
+    except UnicodeDecodeError:
+        return None
+
+
 def fixed_delivery(header: bytes) -> tuple[str, str, int, str] | None:
     """Stream, subject, sequence and time stamp from that block in one match; None for any other."""
     m = _FIXED_DELIVERY.fullmatch(header)

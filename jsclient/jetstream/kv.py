@@ -40,7 +40,7 @@ from ..message import Msg
 from ..protocol import remember
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
-from .direct import StoredMessage, direct_reply, fixed_delivery, parse_timestamp
+from .direct import StoredMessage, delivery_head, direct_reply, fixed_delivery, fixed_tail, parse_timestamp
 from .msgopts import TTL, ttl_value
 from .watch import Watch
 
@@ -118,8 +118,9 @@ class KeyValue:
         self.origin = origin
         self._prefix = f"$KV.{origin or bucket}."
         self._direct = direct
-        #: key -> its direct-get subject, for keys already checked (a cache: losing it costs a check).
-        self._last_requests: dict[str, str] = {}
+        #: key -> its direct-get subject and the start of the header block its answer has when the value was
+        #: put without headers (see direct.fixed_tail), for keys already checked (a cache: losing it costs a check).
+        self._last_requests: dict[str, tuple[str, bytes]] = {}
 
     def __repr__(self) -> str:
         return f"<KeyValue bucket={self.bucket!r}>"
@@ -129,17 +130,22 @@ class KeyValue:
         """The current value (or the entry at ``revision``); KeyNotFoundError if none."""
         if revision is None and self._direct:
             # The hot path: a key checked before has its direct-get subject ready.
-            request = self._last_requests.get(key) if type(key) is str else None
-            if request is None:
-                request = self._last_request(key)
+            known = self._last_requests.get(key) if type(key) is str else None
+            if known is None:
+                known = self._last_request(key)
             try:
-                reply = direct_reply(self._js, self.stream, request, b"", None)
+                reply = direct_reply(self._js, self.stream, known[0], b"", None)
             except MessageNotFoundError:
                 raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
             # A value put without headers: no KV-Operation, so a put, and only two fields to read.
-            fixed = fixed_delivery(reply.header) if reply.header else None
-            if fixed is not None:
-                return KeyValueEntry(self.bucket, key, reply.data, fixed[2], parse_timestamp(fixed[3]))
+            header = reply.header
+            if header:
+                tail = fixed_tail(header, known[1])
+                if tail is not None:
+                    return KeyValueEntry(self.bucket, key, reply.data, tail[0], parse_timestamp(tail[1]))
+                fixed = fixed_delivery(header)  # another stream answered (a mirror, say)
+                if fixed is not None:
+                    return KeyValueEntry(self.bucket, key, reply.data, fixed[2], parse_timestamp(fixed[3]))
             return self._entry(key, StoredMessage(reply))
         check_key(key)
         subject = self._prefix + key
@@ -155,10 +161,12 @@ class KeyValue:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
         return self._entry(key, stored)
 
-    def _last_request(self, key: str) -> str:
-        """The direct-get subject for ``key``'s last value, once the key is checked (then remembered)."""
+    def _last_request(self, key: str) -> tuple[str, bytes]:
+        """What get() needs to know of ``key``, once the key is checked (then remembered)."""
         check_key(key)
-        return remember(self._last_requests, key, f"{self._js.prefix}.DIRECT.GET.{self.stream}.{self._prefix}{key}")
+        subject = self._prefix + key
+        request = f"{self._js.prefix}.DIRECT.GET.{self.stream}.{subject}"
+        return remember(self._last_requests, key, (request, delivery_head(self.stream, subject)))
 
     def _entry(self, key: str, stored: StoredMessage) -> KeyValueEntry:
         """The entry get() returns; KeyDeletedError for a delete or purge marker."""
