@@ -275,6 +275,13 @@ def test_forks_with_requests_in_flight(server: NatsServer, mode: str) -> None:
                     code = 0 if mode == "raise" else 3
                 except jsclient.Error:
                     code = 4
+                if code == 0 and mode == "raise":  # JetStream's calls go through the same check
+                    js = nc.jetstream()
+                    try:
+                        js.publish_async("fork.js", b"child")
+                        code = 5
+                    except jsclient.ForkedConnectionError:
+                        code = 0 if js.publish_async_pending == 0 else 6
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
