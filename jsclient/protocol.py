@@ -443,7 +443,13 @@ class Parser:
 
 
 def split_replies(
-    buf: bytes, pos: int, headers: list[bytes], payloads: list[bytes], max_control_line: int = MAX_CONTROL_LINE
+    buf: bytes,
+    pos: int,
+    headers: list[bytes],
+    payloads: list[bytes],
+    max_control_line: int = MAX_CONTROL_LINE,
+    *,
+    args: list[bytes] | None = None,
 ) -> tuple[int, bytes | None, list[bytes]]:
     """Cut whole HMSG frames at ``pos`` into header blocks and payloads, up to the first status reply.
 
@@ -454,6 +460,11 @@ def split_replies(
     where parsing stopped, the header block of the status reply that ended
     the batch (None: more bytes are needed), and the other control lines met
     on the way (PING, INFO, -ERR, ...) for the caller to act on.
+
+    With ``args`` (a pull consumer's deliveries, whose subject and ack reply
+    are the message's details): MSG frames are taken too, with an empty
+    header block, and each message's ``<subject> <sid> <reply>`` goes to
+    ``args``.
     """
     size = len(buf)
     find = buf.find
@@ -467,30 +478,42 @@ def split_replies(
             if size - pos > max_control_line:
                 raise _bad("control line too long", buf[pos : pos + 200])
             return pos, None, controls
-        if not buf.startswith(b"HMSG ", pos):
+        last_space = rfind(b" ", pos, nl)  # [H]MSG <subject> <sid> [reply] [<header size>] <total size>
+        body = nl + 2
+        if buf.startswith(b"HMSG ", pos):
+            start = pos + 5
+            size_space = rfind(b" ", start, last_space)
+            try:
+                split = body + int(buf[size_space + 1 : last_space])
+                stop = body + int(buf[last_space + 1 : nl])
+            except ValueError:
+                raise _bad("malformed HMSG arguments", buf[pos:nl]) from None
+        elif buf.startswith(b"MSG ", pos) and args is not None:
+            start = pos + 4
+            split = body
+            try:
+                stop = body + int(buf[last_space + 1 : nl])
+            except ValueError:
+                raise _bad("malformed MSG arguments", buf[pos:nl]) from None
+            size_space = last_space
+        else:
             if buf.startswith(b"MSG ", pos):
                 raise _bad("a bulk reply without headers", buf[pos:nl])
             controls.append(buf[pos:nl])
-            pos = nl + 2
+            pos = body
             continue
-        last_space = rfind(b" ", pos, nl)  # HMSG <subject> <sid> [reply] <header size> <total size>
-        size_space = rfind(b" ", pos + 5, last_space)
-        body = nl + 2
-        try:
-            split = body + int(buf[size_space + 1 : last_space])
-            stop = body + int(buf[last_space + 1 : nl])
-        except ValueError:
-            raise _bad("malformed HMSG arguments", buf[pos:nl]) from None
         if stop + 2 > size:
             return pos, None, controls
         if split < body or stop < split or buf[stop] != 13 or buf[stop + 1] != 10:
-            raise _bad("HMSG sizes do not match its payload", buf[pos:nl])
+            raise _bad("message sizes do not match its payload", buf[pos:nl])
         header = buf[body:split]
-        pos = stop + 2
         if header[8:9] == b" ":  # "NATS/1.0 <status>": the end of the batch (or its error)
-            return pos, header, controls
+            return stop + 2, header, controls
+        if args is not None:
+            args.append(buf[start:size_space])
         add_header(header)
         add_payload(buf[split:stop])
+        pos = stop + 2
 
 
 # -- subjects --------------------------------------------------------------

@@ -53,6 +53,24 @@ def test_split_gives_the_same_replies_however_the_bytes_arrive(bodies: list[byte
     assert status == EOB and payloads == bodies and rest == b""
 
 
+def test_split_with_args_takes_a_consumers_deliveries_with_and_without_headers() -> None:
+    """A pull consumer's messages: MSG frames too, and each one's subject, sid and ack reply go to ``args``."""
+    plain = b"MSG orders.1 1 $JS.ACK.S.C.1.7.7.1700000000000000000.3 5\r\nhello\r\n"
+    headed = hmsg(b"NATS/1.0\r\nA: b\r\n\r\n", b"x\r\ny", reply=b"$JS.ACK.S.C.1.8.8.1700000000000000001.2")
+    done = hmsg(b"NATS/1.0 409 Batch Completed\r\n\r\n", b"")
+    args: list[bytes] = []
+    headers: list[bytes] = []
+    payloads: list[bytes] = []
+    pos, status, _ = split_replies(plain + headed + done, 0, headers, payloads, args=args)
+    assert args == [
+        b"orders.1 1 $JS.ACK.S.C.1.7.7.1700000000000000000.3", b"_INBOX.a 1 $JS.ACK.S.C.1.8.8.1700000000000000001.2"
+    ]
+    assert headers == [b"", b"NATS/1.0\r\nA: b\r\n\r\n"] and payloads == [b"hello", b"x\r\ny"]
+    assert status == b"NATS/1.0 409 Batch Completed\r\n\r\n" and pos == len(plain + headed + done)
+    with pytest.raises(jsclient.ProtocolError, match="malformed MSG"):
+        split_replies(b"MSG a 1 r x\r\n", 0, [], [], args=[])
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [
@@ -131,5 +149,62 @@ def test_faults_close_the_link_and_the_next_read_opens_another(server: NatsServe
         assert [m.seq for m in read_all(reader, ">", 1, 300)] == list(range(1, 301))
         server.restart()
         assert [m.seq for m in read_all(reader, ">", 4000, 4100)] == list(range(4000, 4101))
+    finally:
+        reader.close()
+
+
+# -- pulls from a consumer ------------------------------------------------------------
+
+
+def pull_all(reader: BulkReader, consumer: str, last: int, **kw: int) -> list[tuple[bytes, bytes, bytes]]:
+    out = []
+    options = {"batch": 700, "max_bytes": 1 << 20, **kw}
+    for args, headers, payloads in reader.pull("BULK", consumer, last, timeout=10, **options):
+        out.extend(zip(args, headers, payloads, strict=True))
+    return out
+
+
+def sequences(rows: list[tuple[bytes, bytes, bytes]]) -> list[int]:
+    return [jsclient.jetstream.metadata.parse_metadata(a.split()[2].decode()).sequence.stream for a, _, _ in rows]
+
+
+def test_pulls_stop_at_the_range_end_or_the_streams(server: NatsServer, filled: jsclient.JetStream) -> None:
+    """Pulls from an ack-none consumer: cut by max_bytes, ended by the range's last sequence or by nothing
+    pending (the server's 404), the subject and the message's own headers as stored."""
+    js = filled
+    reader = BulkReader(Options.build([server.url]))
+
+    def consumer(name: str, start: int, subject: str | None = None) -> str:
+        js.add_consumer("BULK", name=name, deliver_policy="by_start_sequence", opt_start_seq=start,
+                        ack_policy="none", **({"filter_subject": subject} if subject else {}))
+        return name
+
+    try:
+        # A few dozen messages a pull; some pulls fill the 2000 bytes exactly, which the server ends without a
+        # status (this read hung until the reader counted the bytes as the server does).
+        rows = pull_all(reader, consumer("all", 1), 5000, max_bytes=2000)
+        assert sequences(rows) == list(range(1, 5001))
+        subject, _, reply = rows[100][0].split()
+        assert (subject, rows[100][1], rows[100][2]) == (b"bulk.1", b"NATS/1.0\r\nI: 100\r\n\r\n", b"100")
+        assert rows[101][1] == b"" and reply.startswith(b"$JS.ACK.BULK.all.")
+        part = pull_all(reader, consumer("part", 10, "bulk.1"), 4000)
+        got = [s for s in sequences(part) if s <= 4000]
+        assert got == [s for s in range(10, 4001) if (s - 1) % 3 == 1]
+        assert sequences(pull_all(reader, consumer("tail", 4990), 9000))[-1] == 5000
+        assert pull_all(reader, consumer("none", 6000), 9000) == []  # nothing to deliver: 404 at once
+    finally:
+        reader.close()
+
+
+def test_a_message_larger_than_a_pulls_max_bytes_is_named_not_pulled_forever(
+    server: NatsServer, filled: jsclient.JetStream
+) -> None:
+    filled.add_consumer("BULK", name="big", ack_policy="none")
+    reader = BulkReader(Options.build([server.url]))
+    try:
+        with pytest.raises(jsclient.JetStreamStatusError, match="Message Size Exceeds MaxBytes") as caught:
+            pull_all(reader, "big", 5000, max_bytes=10)
+        assert caught.value.code == 409
+        assert sequences(pull_all(reader, "big", 3, batch=3)) == [1, 2, 3]  # the next read opens another link
     finally:
         reader.close()

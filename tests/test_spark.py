@@ -72,8 +72,8 @@ def test_subject_filtered_range_read(spark: Any, server: NatsServer, js: jsclien
     assert sorted(r.subject for r in two.collect()) == ["rg.x"] * 3 + ["rg.z"] * 3
 
 
-def test_time_range_and_ordered_fallback(spark: Any, server: NatsServer, js: jsclient.JetStream) -> None:
-    js.add_stream(name="TIMED", subjects=["timed"])  # no allow_direct: the ordered consumer reads it
+def test_time_range_without_direct_get(spark: Any, server: NatsServer, js: jsclient.JetStream) -> None:
+    js.add_stream(name="TIMED", subjects=["timed"])  # no allow_direct: the task's consumer reads it all the same
     for i in range(5):
         js.publish("timed", b"early%d" % i)
     time.sleep(0.2)

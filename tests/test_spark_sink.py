@@ -24,12 +24,12 @@ import pytest
 
 import jsclient
 import jsclient.spark
-from jsclient.server import NatsServer
+from jsclient.server import NatsCluster, NatsServer
 from jsclient.spark import SparkOptions
 
 pytest.importorskip("pyspark.sql", reason="install the spark extra: pip install -e '.[spark]'")
 
-from jsclient.spark.source import DataLossError, plan_ranges, read_range
+from jsclient.spark.source import CONSUMER_IDLE, DataLossError, plan_ranges, read_range
 
 HERE = Path(__file__).parent
 
@@ -256,20 +256,29 @@ def test_the_sink_names_what_it_needs(server: NatsServer, js: jsclient.JetStream
 # -- failOnDataLoss --------------------------------------------------------------------
 
 
-def test_messages_removed_after_planning_are_loss(server: NatsServer, js: jsclient.JetStream, caplog: Any) -> None:
-    """The executor's read of a planned range finds fewer messages than the stream held when it was planned."""
-    js.add_stream(name="GONE", subjects=["gone.>"], allow_direct=True)
+@pytest.mark.parametrize("retention", ["limits", "interest", "workqueue"])
+def test_messages_removed_after_planning_are_loss(
+    server: NatsServer, js: jsclient.JetStream, caplog: Any, retention: str
+) -> None:
+    """The executor's read of a planned range finds fewer messages than the stream held when it was planned:
+    through a consumer of the task's own (limits), or by direct get (interest: a consumer would be interest;
+    work queue: an ack-none consumer is refused)."""
+    js.add_stream(name="GONE", subjects=["gone.>"], allow_direct=True, retention=retention)
+    if retention == "interest":
+        js.add_consumer("GONE", durable_name="keep", ack_policy="explicit")  # so that the stream keeps them
     for i in range(3000):
         js.publish_async(f"gone.{i % 2}", b"%d" % i)
     js.publish_async_completed(timeout=30)
+    info = js.stream_info("GONE")
     for filters in ("", "gone.1", "gone.0,gone.1"):
         opts = SparkOptions.parse({"servers": server.url, "stream": "GONE", "minPartitions": "2", "subjects": filters})
-        ranges = plan_ranges(js, opts, 1001, 3000, True)
+        ranges = plan_ranges(js, opts, 1001, 3000, info)
         assert [r.expected for r in ranges] == ([1000, 1000] if filters != "gone.1" else [500, 500])
+        assert [r.pull for r in ranges] == [retention == "limits"] * 2
     opts = SparkOptions.parse({"servers": server.url, "stream": "GONE", "minPartitions": "2", "batchSize": "300"})
-    first, second = plan_ranges(js, opts, 1001, 3000, True)
+    first, second = plan_ranges(js, opts, 1001, 3000, info)
     odd = SparkOptions.parse({"servers": server.url, "stream": "GONE", "minPartitions": "2", "subjects": "gone.1"})
-    odd_first, odd_second = plan_ranges(js, odd, 1001, 3000, True)
+    odd_first, odd_second = plan_ranges(js, odd, 1001, 3000, info)
     js.purge_stream("GONE", seq=1501)  # aged out between planning and reading
     js.delete_msg("GONE", 2500)
     assert sum(b.num_rows for b in read_range(opts, second)) == 999
@@ -283,19 +292,66 @@ def test_messages_removed_after_planning_are_loss(server: NatsServer, js: jsclie
     with caplog.at_level(logging.WARNING, logger="jsclient.spark"):
         rows = sum(b.num_rows for b in read_range(lenient, first))
     assert rows == 500 and "sequences 1001..1500 purged or expired" in caplog.text
+    # The reads left nothing on the server: no consumer of theirs, and the stream's own consumer untouched.
+    assert js.consumer_names("GONE") == (["keep"] if retention == "interest" else [])
+    if retention == "interest":
+        assert js.consumer_info("GONE", "keep").num_pending == 1499
+
+
+def test_a_task_abandoning_its_range_removes_its_consumer(server: NatsServer, js: jsclient.JetStream) -> None:
+    """Spark stops reading a partition early (a limit): the task's consumer goes at once, not after its idle
+    timeout; one that could not be removed (the task died) carries an idle timeout for the server."""
+    js.add_stream(name="HALF", subjects=["half.>"])
+    for i in range(5000):
+        js.publish_async("half.x", b"%d" % i)
+    js.publish_async_completed(timeout=30)
+    opts = SparkOptions.parse({"servers": server.url, "stream": "HALF", "batchSize": "500"})
+    (whole,) = plan_ranges(js, opts, 1, 5000, js.stream_info("HALF"))
+    batches = read_range(opts, whole)
+    assert next(batches).num_rows > 0
+    (name,) = js.consumer_names("HALF")
+    config = js.consumer_info("HALF", name).config
+    assert (config.ack_policy, config.mem_storage, config.inactive_threshold) == ("none", True, CONSUMER_IDLE)
+    batches.close()
+    assert js.consumer_names("HALF") == []
+
+
+def test_a_replicated_stream_is_read_whole_through_one_replica_consumers() -> None:
+    """An R3 stream on a three-server cluster: each task's consumer (one replica, in memory) is placed by the
+    meta leader and pulled through whichever server the task reached; every message is read once."""
+    with NatsCluster(3) as cluster, jsclient.connect(cluster.urls) as nc:
+        js = nc.jetstream(timeout=5)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                js.add_stream(name="R3READ", subjects=["r3r.>"], num_replicas=3, allow_direct=True)
+                break
+            except (jsclient.JetStreamAPIError, jsclient.TimeoutError):  # the meta leader is still being elected
+                assert time.monotonic() < deadline, "the cluster formed no JetStream meta leader"
+                time.sleep(0.5)
+        for i in range(3000):
+            js.publish_async(f"r3r.{i % 3}", b"%d" % i)
+        js.publish_async_completed(timeout=30)
+        opts = SparkOptions.parse({"servers": ",".join(cluster.urls), "stream": "R3READ", "minPartitions": "3"})
+        ranges = plan_ranges(js, opts, 1, 3000, js.stream_info("R3READ"))
+        assert [r.pull for r in ranges] == [True] * 3 and sum(r.expected or 0 for r in ranges) == 3000
+        seqs = [row["seq"] for r in ranges for b in read_range(opts, r) for row in b.to_pylist()]
+        assert seqs == list(range(1, 3001))
+        assert js.consumer_names("R3READ") == []
+        jsclient.spark.connections.close_all()  # this test's own servers go: so do the links to them
 
 
 def test_without_direct_get_a_range_below_the_first_sequence_is_loss(
     server: NatsServer, js: jsclient.JetStream
 ) -> None:
-    """README: a stream without allow_direct is read with an ordered consumer, and only a range that starts below
+    """README: a stream without allow_direct has no counts to check against, so only a range that starts below
     the stream's first sequence is reported."""
     js.add_stream(name="NODIRECT", subjects=["nd.>"])
     for i in range(200):
         js.publish_async("nd.x", b"%d" % i)
     js.publish_async_completed(timeout=30)
     opts = SparkOptions.parse({"servers": server.url, "stream": "NODIRECT", "minPartitions": "2"})
-    first, second = plan_ranges(js, opts, 1, 200, False)
+    first, second = plan_ranges(js, opts, 1, 200, js.stream_info("NODIRECT"))
     assert first.expected is None
     js.purge_stream("NODIRECT", seq=51)
     with pytest.raises(DataLossError, match=r"no longer holds sequence 1, planned to be read"):

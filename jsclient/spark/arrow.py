@@ -1,9 +1,14 @@
-"""Direct-get replies to Arrow record batches, in bulk.
+"""Pulled messages and direct-get replies to Arrow record batches, in bulk.
 
 Pure functions on the calling thread (an executor's task thread); no locks.
 pyarrow is imported lazily by the callers' modules, never by ``jsclient``.
 
-Reading: a batched direct-get reply's header block is the message's own
+Reading from a consumer: each message's ``<subject> <sid> <ack reply>``
+line is split at spaces and its ack reply at dots, in C++; the stream
+sequence and the time stamp (nanoseconds) sit at fixed places among the
+reply's tokens, and the header block is the message's own.
+
+Reading by direct get: a batched direct-get reply's header block is the message's own
 headers followed by eight lines the server appends (``Nats-Stream``,
 ``Nats-Subject``, ``Nats-Sequence``, ``Nats-Time-Stamp``, ``Nats-Num-Pending``,
 ``Nats-Last-Sequence`` and the blank end), so after one split of every block
@@ -25,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..jetstream.direct import StoredMessage
+from ..jetstream.metadata import parse_metadata
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -117,30 +123,93 @@ def replies_to_batch(
         return _replies_to_batch_slowly(headers, payloads, last, subject_regex)
     own = pc.subtract(pc.list_value_length(lines), 1 + _DELIVERY_LINES)  # less the version line: the user's
     with_headers = pc.indices_nonzero(pc.greater(own, 0)).to_pylist()
-    map_type = pa.map_(pa.string(), pa.list_(pa.string()))
-    if with_headers:
-        values: list[Any] = [None] * len(headers)
-        for i in with_headers:
-            values[i] = header_map(headers[i].split(b"\r\n")[1 : -_DELIVERY_LINES])
-        header_column = pa.array(values, map_type)
-    else:
-        header_column = pa.nulls(len(headers), map_type)
-    batch = pa.RecordBatch.from_arrays(
-        [
-            subject,
-            pa.array(payloads, pa.binary()),
-            header_column,
-            pa.array([stream] * len(headers), pa.string()),
-            seq,
-            stamp,
-        ],
-        schema=arrow_schema(),
+    return _filtered(
+        [subject, pa.array(payloads, pa.binary()), _header_column(headers, with_headers, _DELIVERY_LINES),
+         pa.array([stream] * len(headers), pa.string()), seq, stamp],
+        last, subject_regex,
     )
+
+
+#: Where the stream sequence and the time stamp sit among an ack reply's tokens, by their count:
+#: ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>`` and the form with
+#: domain and account hash before the stream (and a token after the pending count).
+_ACK_TOKENS = {9: (5, 7), 11: (7, 9), 12: (7, 9)}
+
+
+def deliveries_to_batch(
+    args: Sequence[bytes], headers: Sequence[bytes], payloads: Sequence[bytes], stream: str, last: int,
+    subject_regex: str | None = None,
+) -> tuple[pa.RecordBatch, int, pa.Array]:
+    """:func:`replies_to_batch` for a pull consumer's messages (``args``: their ``<subject> <sid> <reply>``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    words = pc.split_pattern(pa.array(args, pa.binary()), " ")
+    tokens = pc.split_pattern(pc.list_element(words, 2), ".")
+    counts = pc.min_max(pc.list_value_length(tokens)).as_py()
+    places = _ACK_TOKENS.get(counts["min"]) if counts["min"] == counts["max"] else None
+    if places is None or pc.min_max(pc.list_value_length(words)).as_py() != {"min": 3, "max": 3}:
+        return _deliveries_to_batch_slowly(args, headers, payloads, stream, last, subject_regex)
+    seq = pc.cast(pc.list_element(tokens, places[0]).cast(pa.string()), pa.int64())
+    nanos = pc.cast(pc.list_element(tokens, places[1]).cast(pa.string()), pa.int64())
+    subject = pc.list_element(words, 0).cast(pa.string())
+    stamp = pc.cast(nanos.cast(pa.timestamp("ns", "UTC")), pa.timestamp("us", "UTC"), safe=False)
+    return _filtered(
+        [subject, pa.array(payloads, pa.binary()), _own_headers(headers), pa.array([stream] * len(args), pa.string()),
+         seq, stamp],
+        last, subject_regex,
+    )
+
+
+def _deliveries_to_batch_slowly(
+    args: Sequence[bytes], headers: Sequence[bytes], payloads: Sequence[bytes], stream: str, last: int,
+    subject_regex: str | None,
+) -> tuple[pa.RecordBatch, int, pa.Array]:
+    """One message at a time (an ack reply of another form: :func:`parse_metadata` reads it or names it)."""
+    import pyarrow as pa
+
+    metas = [parse_metadata(a.rpartition(b" ")[2].decode()) for a in args]
+    subjects = [a.split(b" ", 1)[0].decode() for a in args]
+    return _filtered(
+        [pa.array(subjects, pa.string()), pa.array(payloads, pa.binary()), _own_headers(headers),
+         pa.array([stream] * len(args), pa.string()), pa.array([m.sequence.stream for m in metas], pa.int64()),
+         pa.array([m.timestamp_ns // 1000 for m in metas], pa.timestamp("us", "UTC"))],
+        last, subject_regex,
+    )
+
+
+def _own_headers(blocks: Sequence[bytes]) -> pa.Array:
+    """The ``headers`` column of pulled messages: a block is the message's own, empty when it has none."""
+    return _header_column(blocks, [i for i, block in enumerate(blocks) if block], 2)
+
+
+def _header_column(blocks: Sequence[bytes], own: list[int], skip_end: int) -> pa.Array:
+    """The ``headers`` column: the blocks of rows ``own`` (the others carry no headers of their own) as maps of
+    their lines but the version line and the last ``skip_end``."""
+    import pyarrow as pa
+
+    map_type = pa.map_(pa.string(), pa.list_(pa.string()))
+    if not own:
+        return pa.nulls(len(blocks), map_type)
+    values: list[Any] = [None] * len(blocks)
+    for i in own:
+        values[i] = header_map(blocks[i].split(b"\r\n")[1:-skip_end])
+    return pa.array(values, map_type)
+
+
+def _filtered(columns: list[pa.Array], last: int, subject_regex: str | None) -> tuple[pa.RecordBatch, int, pa.Array]:
+    """The batch of rows up to sequence ``last`` matching ``subject_regex``, how many were in range, and every
+    row's sequence."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema())
+    seq = columns[4]
     keep = pc.less_equal(seq, last)
     in_range = pc.sum(keep).as_py() or 0
     if subject_regex is not None:
-        keep = pc.and_(keep, pc.match_substring_regex(subject, subject_regex))
-    if in_range == len(headers) and subject_regex is None:
+        keep = pc.and_(keep, pc.match_substring_regex(columns[0], subject_regex))
+    if in_range == len(seq) and subject_regex is None:
         return batch, in_range, seq
     return batch.filter(keep), in_range, seq
 
@@ -184,4 +253,7 @@ def stored_to_batch(rows: Sequence[StoredMessage]) -> pa.RecordBatch:
     )
 
 
-__all__ = ["SCHEMA", "arrow_schema", "header_map", "replies_to_batch", "stored_to_batch", "subject_filter_regex"]
+__all__ = [
+    "SCHEMA", "arrow_schema", "deliveries_to_batch", "header_map", "replies_to_batch", "stored_to_batch",
+    "subject_filter_regex",
+]

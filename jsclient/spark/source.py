@@ -13,14 +13,24 @@ noticed) kept by Spark's checkpoint; nothing is acked on the server, so a
 replay reads the same messages.  ``commit()`` does nothing on purpose: Spark
 does not call it reliably.  Each planned range carries how many messages
 the stream held in it when it was planned; a read that finds fewer is data
-loss (``failOnDataLoss``).  Reads decode direct-get replies to Arrow in bulk
-(:mod:`.arrow`); writes go through :mod:`.sink`.
+loss (``failOnDataLoss``).
+
+A task reads its range through a consumer of its own (ack policy none, in
+memory, one replica, deleted at the end, and by the server after
+CONSUMER_IDLE should the task die), pulled in bulk: a third of the server's
+work per message of batched direct gets.  Only streams that keep messages by
+interest or as a work queue are read by direct get (where a consumer would
+count as interest, or is refused), so they need allow_direct.  Either way the
+replies are decoded to Arrow in bulk (:mod:`.arrow`); writes go through
+:mod:`.sink`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import secrets
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -51,18 +61,21 @@ except ImportError:  # pragma: no cover - older Spark: rows, turned into record 
     DataSourceArrowWriter = DataSourceWriter  # type: ignore[assignment,misc]
     DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[assignment,misc]
 
-from ..errors import JetStreamError, MessageNotFoundError, NoRespondersError
+from ..errors import Error, JetStreamError, MessageNotFoundError, NoRespondersError
+from ..jetstream.api import ConsumerConfig, Duration
 from ..jetstream.direct import _no_direct, count_matching
 from . import sink
-from .arrow import SCHEMA, replies_to_batch, stored_to_batch, subject_filter_regex
+from .arrow import SCHEMA, deliveries_to_batch, replies_to_batch, subject_filter_regex
 from .connections import bulk_reader, connection
 from .options import SparkOptions, _time
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..jetstream.api import StreamInfo
     from ..jetstream.context import JetStream
-    from ..jetstream.direct import StoredMessage
+
+    Decoded = tuple[pa.RecordBatch, int, pa.Array]
 
 log = logging.getLogger("jsclient.spark")
 
@@ -71,6 +84,8 @@ log = logging.getLogger("jsclient.spark")
 #: delivery headers and the protocol line), and two requests may be answering at once: this keeps them
 #: well inside the server's per-client pending limit (64 MiB), past which it drops replies.
 BULK_BYTES = 4 << 20
+#: Seconds without a pull after which the server removes a task's consumer (a task that died before deleting it).
+CONSUMER_IDLE = 300.0
 
 
 class DataLossError(JetStreamError):
@@ -82,14 +97,16 @@ class SequenceRange(InputPartition):
 
     ``expected``: how many messages matching the server-side filter the
     stream held in the range when it was planned (None where that cannot be
-    asked: streams without direct get).
+    asked: streams without direct get).  ``pull``: read through a consumer
+    (else by direct get).
     """
 
-    def __init__(self, index: int, first: int, last: int, expected: int | None = None) -> None:
+    def __init__(self, index: int, first: int, last: int, expected: int | None = None, *, pull: bool = True) -> None:
         super().__init__(index)
         self.first = first
         self.last = last
         self.expected = expected
+        self.pull = pull
 
 
 def split_range(first: int, last: int, parts: int) -> list[SequenceRange]:
@@ -106,14 +123,17 @@ def server_filter(opts: SparkOptions) -> str:
     return opts.subjects[0] if len(opts.subjects) == 1 else ">"
 
 
-def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, direct: bool) -> list[SequenceRange]:
-    """Split first..last into tasks, each knowing how many messages the stream holds in it now.
+def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, info: StreamInfo) -> list[SequenceRange]:
+    """Split first..last into tasks, each knowing how many messages the stream holds in it now, and how to read.
 
     The counts come from the server's pending counts at each boundary, asked
     lowest first: a message stored meanwhile can only lower an expectation,
     so a count never reports loss that did not happen.
     """
     ranges = split_range(first, last, opts.min_partitions)
+    direct = info.config.allow_direct is True
+    for r in ranges:
+        r.pull = not direct or info.config.retention not in ("interest", "workqueue")
     if not ranges or not direct:
         return ranges
     stream, subject = opts.require_stream(), server_filter(opts)
@@ -135,27 +155,53 @@ def read_range(opts: SparkOptions, part: SequenceRange) -> Iterator[pa.RecordBat
     """The range's messages (matching the subject filters) as Arrow record batches (executor side)."""
     stream = opts.require_stream()
     js = connection(opts).jetstream(timeout=max(30.0, opts.ack_timeout))
-    if part.expected is None:
-        yield from _read_ordered(js, opts, part)
-        return
+    if part.expected is None and js.stream_info(stream).state.first_seq > part.first:
+        data_lost(opts, f"stream {stream!r} no longer holds sequence {part.first}, planned to be read")
     regex = subject_filter_regex(opts.subjects) if len(opts.subjects) > 1 else None
     read = 0
     seqs: list[pa.Array] = []
+    for batch, in_range, seq in (_pulled if part.pull else _got)(js, opts, part, regex):
+        read += in_range
+        seqs.append(seq)
+        if batch.num_rows:
+            yield batch
+    if part.expected is not None and read < part.expected:
+        _check_missing(js, opts, part, read, seqs)
+
+
+def _pulled(js: JetStream, opts: SparkOptions, part: SequenceRange, regex: str | None) -> Iterator[Decoded]:
+    """The range through a consumer of the task's own, removed at the end."""
+    stream = opts.require_stream()
+    name = f"jsclient_spark_{secrets.token_hex(8)}"
+    subject = server_filter(opts)
+    config = ConsumerConfig(
+        name=name, deliver_policy="by_start_sequence", opt_start_seq=part.first, ack_policy="none",
+        mem_storage=True, num_replicas=1, inactive_threshold=Duration(CONSUMER_IDLE),
+    )
+    js.add_consumer(stream, config, **({} if subject == ">" else {"filter_subject": subject}))
+    try:
+        with bulk_reader(opts) as reader:
+            for args, headers, payloads in reader.pull(
+                stream, name, part.last, batch=opts.batch_size, max_bytes=BULK_BYTES, timeout=js.timeout
+            ):
+                yield deliveries_to_batch(args, headers, payloads, stream, part.last, regex)
+    finally:
+        with contextlib.suppress(Error):
+            js.delete_consumer(stream, name)
+
+
+def _got(js: JetStream, opts: SparkOptions, part: SequenceRange, regex: str | None) -> Iterator[Decoded]:
+    """The range by batched direct gets (streams a consumer would disturb)."""
+    stream = opts.require_stream()
     with bulk_reader(opts) as reader:
         try:
             for headers, payloads in reader.read(
                 stream, server_filter(opts), part.first, part.last,
                 batch=opts.batch_size, max_bytes=BULK_BYTES, timeout=js.timeout,
             ):
-                batch, in_range, seq = replies_to_batch(headers, payloads, stream, part.last, regex)
-                read += in_range
-                seqs.append(seq)
-                if batch.num_rows:
-                    yield batch
+                yield replies_to_batch(headers, payloads, stream, part.last, regex)
         except NoRespondersError:
             raise _no_direct(js, stream) from None
-    if read < part.expected:
-        _check_missing(js, opts, part, read, seqs)
 
 
 def _check_missing(js: JetStream, opts: SparkOptions, part: SequenceRange, read: int, seqs: list[pa.Array]) -> None:
@@ -202,51 +248,6 @@ def _ranges(seqs: list[int]) -> str:
         if s is not None:
             start = prev = s
     return ", ".join(out)
-
-
-def _read_ordered(js: JetStream, opts: SparkOptions, part: SequenceRange) -> Iterator[pa.RecordBatch]:
-    """Fallback for streams without allow_direct: an ordered consumer over the range."""
-    from ..jetstream.api import ConsumerConfig
-    from ..jetstream.direct import StoredMessage
-    from ..message import Msg
-
-    stream = opts.require_stream()
-    if js.stream_info(stream).state.first_seq > part.first:
-        data_lost(opts, f"stream {stream!r} no longer holds sequence {part.first}, planned to be read")
-    cfg = ConsumerConfig(deliver_policy="by_start_sequence", opt_start_seq=part.first)
-    if opts.subjects:
-        cfg = ConsumerConfig(
-            deliver_policy="by_start_sequence", opt_start_seq=part.first, filter_subjects=list(opts.subjects)
-        )
-    sub = js.subscribe(stream=stream, ordered=True, config=cfg)
-    rows: list[StoredMessage] = []
-    try:
-        while True:
-            try:
-                msg = sub.next_msg(timeout=5)
-            except TimeoutError:
-                break
-            meta = msg.metadata
-            if meta.sequence.stream > part.last:
-                break
-            headers = msg.headers.copy()
-            for name, value in (
-                ("Nats-Stream", stream),
-                ("Nats-Subject", msg.subject),
-                ("Nats-Sequence", str(meta.sequence.stream)),
-                ("Nats-Time-Stamp", meta.timestamp.isoformat()),
-            ):
-                headers[name] = value
-            rows.append(StoredMessage(Msg.make(msg.subject, msg.data, header=headers.encode())))
-            if len(rows) >= opts.batch_size:
-                yield stored_to_batch(rows)
-                rows = []
-            if meta.sequence.stream >= part.last or meta.num_pending == 0:
-                break
-        if rows:
-            yield stored_to_batch(rows)
-    finally:
-        sub.unsubscribe()
 
 
 def _resolve_time(js: JetStream, stream: str, when: Any) -> int | None:
@@ -308,7 +309,7 @@ class BatchReader(DataSourceReader):
             after = _resolve_time(js, stream, opts.ending_time)
             if after is not None:
                 last = min(last, after - 1)
-        return plan_ranges(js, opts, first, last, info.config.allow_direct is True)
+        return plan_ranges(js, opts, first, last, info)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SequenceRange)
@@ -402,7 +403,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "that this query has not read (purged or expired)",
             )
             first = info.state.first_seq
-        return plan_ranges(js, self.opts, first, last, info.config.allow_direct is True)
+        return plan_ranges(js, self.opts, first, last, info)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SequenceRange)
