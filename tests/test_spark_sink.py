@@ -9,6 +9,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -296,6 +297,32 @@ def test_messages_removed_after_planning_are_loss(
     assert js.consumer_names("GONE") == (["keep"] if retention == "interest" else [])
     if retention == "interest":
         assert js.consumer_info("GONE", "keep").num_pending == 1499
+
+
+def test_pulled_messages_decode_alike_from_every_ack_reply_form() -> None:
+    """Server-free: sequence and time come from the ack reply, in either form the server writes (with domain and
+    account hash, or without), in bulk or one at a time when the forms are mixed; a reply that is no ack
+    subject is named."""
+    from jsclient.spark.arrow import deliveries_to_batch
+
+    plain = [b"o.1 1 $JS.ACK.S.C.1.7.3.1700000000123456789.3", b"o.2 1 $JS.ACK.S.C.1.9.4.1700000001000000000.0"]
+    domain = [a.replace(b"$JS.ACK.S", b"$JS.ACK.hub.HASH.S") + b".tok" for a in plain]
+    headers = [b"", b"NATS/1.0\r\nA:  b \r\nNats-Expected-Stream: S\r\n\r\n"]
+    payloads = [b"one", b"two\r\n"]
+    want = [
+        {"subject": "o.1", "data": b"one", "headers": None, "stream": "S", "seq": 7,
+         "timestamp": dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=dt.UTC)},
+        {"subject": "o.2", "data": b"two\r\n", "headers": [("A", [" b "])], "stream": "S", "seq": 9,
+         "timestamp": dt.datetime(2023, 11, 14, 22, 13, 21, tzinfo=dt.UTC)},
+    ]
+    for args in (plain, domain, [plain[0], domain[1]]):
+        batch, in_range, seqs = deliveries_to_batch(args, headers, payloads, "S", 9)
+        assert batch.to_pylist() == want and in_range == 2 and seqs.to_pylist() == [7, 9]
+    batch, in_range, _ = deliveries_to_batch(plain, headers, payloads, "S", 8)
+    assert [r["seq"] for r in batch.to_pylist()] == [7] and in_range == 1
+    for bad in ([b"o.1 1 _INBOX.x", plain[1]], [b"o.1 1", plain[1]]):
+        with pytest.raises(jsclient.Error, match=r"is not a \$JS\.ACK subject"):
+            deliveries_to_batch(bad, headers, payloads, "S", 9)
 
 
 def test_a_task_abandoning_its_range_removes_its_consumer(server: NatsServer, js: jsclient.JetStream) -> None:

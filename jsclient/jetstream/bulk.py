@@ -52,6 +52,8 @@ from .status import Kind, Status, classify_header, status_error
 RECV_SIZE = 1 << 20
 #: A pull that ended without a status (its messages filled max_bytes exactly): an end like any other.
 BATCH_FILLED = Status(Kind.BATCH_COMPLETED, 409, "Batch Completed")
+#: Pulls in a row that may end before their first message (leader changes) before the read gives up.
+EMPTY_PULLS = 3
 
 
 class _Filled:
@@ -173,6 +175,7 @@ class BulkReader:
         api.check_name("stream", stream)
         api.check_name("consumer", consumer)
         ok = False
+        empty = 0  # pulls in a row that ended before their first message
         try:
             transport = self._live_link(timeout)
             body = api.encode({"batch": batch, "max_bytes": max_bytes, "no_wait": True})
@@ -193,10 +196,14 @@ class BulkReader:
                 elif args:
                     meta = parse_metadata(args[-1].rpartition(b" ")[2].decode())
                     more = meta.num_pending > 0 and meta.sequence.stream < last
+                    empty = 0
                 elif judged.kind is Kind.MAX_BYTES:
                     raise status_error(judged)  # one message larger than max_bytes: no pull would ever take it
-                else:
+                elif empty < EMPTY_PULLS:
                     more = True  # a pull that ended before its first message (a leader change): pull again
+                    empty += 1
+                else:
+                    raise status_error(judged)  # ended empty time after time: the task fails and is retried
                 if more:
                     transport.sendall(frame)
                 else:

@@ -145,10 +145,12 @@ def deliveries_to_batch(
     import pyarrow.compute as pc
 
     words = pc.split_pattern(pa.array(args, pa.binary()), " ")
+    if pc.min_max(pc.list_value_length(words)).as_py() != {"min": 3, "max": 3}:
+        return _deliveries_to_batch_slowly(args, headers, payloads, stream, last, subject_regex)
     tokens = pc.split_pattern(pc.list_element(words, 2), ".")
     counts = pc.min_max(pc.list_value_length(tokens)).as_py()
     places = _ACK_TOKENS.get(counts["min"]) if counts["min"] == counts["max"] else None
-    if places is None or pc.min_max(pc.list_value_length(words)).as_py() != {"min": 3, "max": 3}:
+    if places is None:
         return _deliveries_to_batch_slowly(args, headers, payloads, stream, last, subject_regex)
     seq = pc.cast(pc.list_element(tokens, places[0]).cast(pa.string()), pa.int64())
     nanos = pc.cast(pc.list_element(tokens, places[1]).cast(pa.string()), pa.int64())
