@@ -289,6 +289,36 @@ class Parser:
         header = raw[body:split] if raw[0] == 72 else None  # 72: "H"
         return self.msg_class(subject_s, sid_n, reply_s, header, raw[split:stop])
 
+    def feed_reply(self, data: bytes | bytearray | memoryview, line: bytes) -> tuple[bytes | None, bytes] | None:
+        """``data`` as (header, payload) when it is exactly one whole frame whose control line starts with
+        ``line`` (``MSG <subject> <sid> ``, with an H before it for HMSG) and nothing is buffered.
+
+        A request() caller reading its own reply knows the reply's subject and
+        sid: one comparison stands for parsing and decoding them (half of
+        :meth:`feed_one`'s work).  None means "not that case": :meth:`feed`
+        then takes the same bytes, so the result never differs.
+        """
+        if len(data) > ONE_FRAME_MAX or self._pending is not None or self._pos != len(self._buf):
+            return None
+        raw = data if type(data) is bytes else bytes(data)
+        has_header = raw[:1] == b"H"
+        at = has_header + len(line)
+        nl = raw.find(b"\r\n", at)
+        if nl < 0 or nl > self.max_control_line or not raw.startswith(line, has_header):
+            return None
+        if has_header:
+            hsize, _, tsize = raw[at:nl].partition(b" ")
+        else:
+            hsize, tsize = b"0", raw[at:nl]
+        if not (hsize.isdigit() and tsize.isdigit()):  # ASCII digits only: what int() takes and feed() too
+            return None
+        body = nl + 2
+        split = body + int(hsize)
+        stop = body + int(tsize)
+        if split > stop or stop + 2 != len(raw) or raw[stop:] != b"\r\n":
+            return None
+        return (raw[body:split] if has_header else None), raw[split:stop]
+
     def _msg_run(self, rest: memoryview, pos: int, append: Any) -> int:
         """Parse the run of plain MSG frames at the start of ``rest`` (input from ``pos``); return where it ends.
 
@@ -576,6 +606,8 @@ HPUB_REPLY_FRAME = b"HPUB %s %s %d %d\r\n%s%s\r\n"  # subject, reply, header siz
 #: A request's PUB line in two parts: a head cached per subject, then its reply token and size.
 REQUEST_HEAD = b"PUB %s %s"  # subject, reply inbox prefix
 REQUEST_LINE = b"%s%d %d\r\n"  # request head, reply token, payload size
+#: The start of the reply's control line that :meth:`Parser.feed_reply` expects.
+REPLY_LINE = b"MSG %s%d %d "  # reply inbox prefix, reply token, sid
 
 
 def encode_pub(subject: str, payload: bytes, reply: str | None = None) -> bytes:

@@ -698,6 +698,44 @@ def test_timeouts_and_late_replies_while_requests_read_for_themselves(server: Na
         responder.close()
 
 
+def test_a_reused_waiter_is_not_answered_by_the_late_reply_of_its_last_use(server: NatsServer) -> None:
+    """request() keeps the waiter of a request it gave up on for the next one: the late reply of the first
+    arrives while the second waits on that same waiter, and must be dropped, not taken for the second's."""
+    release = threading.Event()
+    helper = jsclient.connect(server.url)
+
+    def held(m: jsclient.Msg) -> None:
+        release.wait(10)
+        m.respond(b"late")
+
+    def second(m: jsclient.Msg) -> None:
+        release.set()  # the late reply goes out now, ahead of this one
+        time.sleep(0.1)
+        m.respond(b"second")
+
+    helper.subscribe("svc.held", cb=held)
+    helper.subscribe("svc.second", cb=second)
+    responder = _echo_responder(server, "svc.warm")
+    helper.flush()
+    try:
+        with jsclient.connect(server.url) as nc:
+            for _ in range(20):
+                nc.request("svc.warm", b"x")  # request() callers read their own replies from now on
+            spare = nc._session.requests._spare  # white-box: which waiter a request uses is not visible
+            with pytest.raises(jsclient.TimeoutError):
+                nc.request("svc.held", b"x", timeout=0.2)
+            assert len(spare) == 1
+            given_up = spare[0]
+            before = nc.stats()["in_msgs"]
+            assert nc.request("svc.second", b"x", timeout=5).data == b"second"
+            assert nc.stats()["in_msgs"] - before == 2  # the late reply did arrive, during the second request
+            assert spare == [given_up]  # the second request waited on the first one's waiter
+            assert nc.request("svc.warm", b"y").data == b"re:y"
+    finally:
+        helper.close()
+        responder.close()
+
+
 def test_close_from_another_thread_ends_a_waiting_request(server: NatsServer) -> None:
     responder = _echo_responder(server, "svc.warm")
     silent = jsclient.connect(server.url)

@@ -175,11 +175,11 @@ def test_stored_message_reads_the_server_layout_as_the_general_reading_does(
     assert [getattr(plain, f) for f in fields] == [getattr(general, f) for f in fields]
     assert plain.subject == subject.decode("utf-8", "replace") and plain.seq == seq
     assert len(plain.headers) == 0 and general.get_header("Mine") == "1"
-    # kv.get's reading, the stream and subject known: the same sequence and stamp, or None where the block
+    # kv.get's reading, the stream and subject known: the same sequence and time, or None where the block
     # is another stream's or subject's, or not that layout.
     if b"\xff" not in subject:
         head = delivery_head(stream, subject.decode())
-        assert fixed_tail(block + b"\r\n", head) == (seq, stamp)
+        assert fixed_tail(block + b"\r\n", head) == (seq, parse_timestamp(stamp)) == (plain.seq, plain.time)
         assert fixed_tail(block + b"Mine: 1\r\n\r\n", head) is None
         assert fixed_tail(block + b"\r\n", delivery_head(stream + "X", subject.decode())) is None
         assert fixed_tail(block + b"\r\n", delivery_head(stream, subject.decode() + ".x")) is None

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from jsclient.errors import BadSubjectError, ProtocolError
 from jsclient.protocol import (
+    REPLY_LINE,
     Err,
     Info,
     MsgEvent,
@@ -302,6 +303,57 @@ def test_feed_one_takes_a_lone_frame_exactly_as_feed_does(
     busy = Parser()
     busy.feed(b"MSG a 1 5\r\nhel")  # something buffered: never the fast path
     assert busy.feed_one(wire) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    sid=st.integers(min_value=1, max_value=10**6),
+    token=st.integers(min_value=1, max_value=10**9),
+    reply=st.one_of(st.none(), st.just("_INBOX.x")),
+    header=st.one_of(st.none(), st.binary(max_size=40).map(header_block)),
+    payload=st.one_of(st.binary(max_size=100), st.just(b"MSG _INBOX.mux.1 1 1\r\nz")),
+    damage=st.one_of(st.none(), st.tuples(st.integers(min_value=0, max_value=400), st.binary(max_size=3))),
+    then=st.sampled_from([b"", b"PING\r\n", b"MSG b 2 1\r\nz\r\n"]),
+    other=st.sampled_from(["", "token", "sid"]),
+    as_view=st.booleans(),
+)
+def test_feed_reply_takes_its_own_reply_exactly_as_feed_does(
+    sid: int, token: int, reply: str | None, header: bytes | None, payload: bytes, damage: tuple | None,
+    then: bytes, other: str, as_view: bool,
+) -> None:
+    """A request() caller's own reply: (header, payload) as feed() reads them, or None and feed() decides.
+
+    Another token's or sid's reply, a reply field, a second frame, or damage anywhere never comes out as
+    a different answer: at worst None.
+    """
+    subject = b"_INBOX.mux.%d" % (token + (other == "token"))
+    frame_sid = sid + (other == "sid")
+    r = f" {reply}".encode() if reply else b""
+    if header is None:
+        wire = b"MSG %s %d%s %d\r\n%s\r\n" % (subject, frame_sid, r, len(payload), payload)
+    else:
+        wire = b"HMSG %s %d%s %d %d\r\n%s%s\r\n" % (
+            subject, frame_sid, r, len(header), len(header) + len(payload), header, payload,
+        )
+    if damage is not None:
+        at = damage[0] % (len(wire) + 1)
+        wire = wire[:at] + damage[1] + wire[at + len(damage[1]) :]
+    wire += then
+    line = REPLY_LINE % (b"_INBOX.mux.", token, sid)
+    got = Parser().feed_reply(memoryview(wire) if as_view else wire, line)
+    if damage is None and not then and not other and reply is None:
+        assert got == (header, payload)
+    if then or other or reply is not None:
+        assert got is None
+    if got is not None:
+        parser = Parser()
+        events = parser.feed(wire)
+        assert len(events) == 1 and parser.buffered == 0
+        assert (events[0].subject, events[0].sid, events[0].reply) == (subject.decode(), sid, None)
+        assert (events[0].header, events[0].data) == got
+    busy = Parser()
+    busy.feed(b"MSG a 1 5\r\nhel")  # something buffered: never the fast path
+    assert busy.feed_reply(wire, line) is None
 
 
 @settings(max_examples=300, deadline=None)

@@ -90,6 +90,23 @@ def test_a_reply_fills_its_request_waiter_and_says_so() -> None:
     assert feed(b"MSG _INBOX.mux.99 1 1\r\nx\r\n") is False  # nobody waits for token 99 (timed out): dropped
 
 
+def test_a_caller_takes_its_own_reply_unless_closing_took_its_waiter() -> None:
+    """take_own: the request() caller that read its reply gets it as a message, counted; its waiter is
+    not filled (the caller reads ``msg``), and a waiter no longer listed (closing took it) is left alone."""
+    router, _, _ = make_router()
+    waiter, other = Waiter(), Waiter()
+    router.waiters.update({"12": waiter, "13": other})
+    assert router.take_own("12", (b"NATS/1.0\r\n\r\n", b"pong"), waiter) is True
+    msg = waiter.msg
+    assert msg is not None and (msg.subject, msg.sid, msg.reply) == (PREFIX + "12", MUX_SID, None)
+    assert (msg.header, msg.data, msg._conn) == (b"NATS/1.0\r\n\r\n", b"pong", CONN)
+    assert (router.in_msgs, router.in_bytes) == (1, 4)
+    assert not waiter.lock.acquire(blocking=False) and list(router.waiters) == ["13"]
+    router.take_all()
+    assert router.take_own("13", (None, b"late"), other) is False
+    assert other.msg is None and (router.in_msgs, router.in_bytes) == (1, 4)
+
+
 def test_replies_settle_futures_decoded_or_as_no_responders() -> None:
     router, _, feed = make_router()
     settled: list[int] = []

@@ -15,6 +15,7 @@ from ..headers import HeadersInput
 from ..scheduler import Scheduler
 
 if TYPE_CHECKING:
+    from ..message import Msg
     from ..subscription import Subscription
 
 
@@ -38,6 +39,9 @@ class CoreAPI(Protocol):
 
     def publish_control(self, subject: str, payload: bytes) -> None:
         """Publish to a server-made subject (acks, flow control): no validation, no caching."""
+
+    def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None) -> Msg:
+        """request() with ``timeout`` already checked (the hot paths of KV reads)."""
 
     def request_async(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, kind: ReplyKind

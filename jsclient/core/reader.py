@@ -117,7 +117,7 @@ class ReadSide:
         self.token = threading.Lock()
         self.wake = threading.Event()
         self.parked = False
-        self.last_used = 0.0  # monotonic time a caller last gave the token back
+        self.last_used = 0.0  # monotonic time a caller last took the token
         self.sock = transport.sock if type(transport) is PlainTransport else None
         self.poller = select.poll()
         if self.sock is not None:
@@ -152,61 +152,68 @@ class Reader:
         thread.start()
         return thread
 
-    def await_reply(self, waiter: Waiter, timeout: float, listed: int = 0) -> bool:
+    def await_reply(self, waiter: Waiter, timeout: float, token: str = "", line: bytes = b"") -> bool:
         """Wait until ``waiter`` is filled, reading the socket for it when nobody else is.
 
-        ``listed``: 1 when ``waiter`` is among the request waiters, which
-        then are not somebody else's.
+        ``token``: the request() caller's, its waiter listed under it, and
+        ``line`` the start of its reply's control line (``REPLY_LINE``): a
+        read that is exactly that reply is taken here (the waiter's ``msg``
+        set, its lock left alone) without parsing it whole or routing it.
         """
         side = self.link.reading
         # Only while the reader stepped aside: with it reading anyway, taking turns would cost more than it saves.
         # (acquire(False), not blocking=False: a keyword costs a C argument parse, here on every request.)
         if side is None or side.sock is None or not side.parked or not side.token.acquire(False):
             return waiter.wait(timeout)
-        now = time.monotonic()
+        listed = 1 if token else 0
+        # Taken, so the reader stays parked (it looks at the token first): stamped now rather than
+        # at the end, which is one clock reading less between the reply's arrival and the return.
+        now = side.last_used = time.monotonic()
         deadline = now + timeout
         # Spin only alone: other callers' replies wake threads that need this core.
         spin_until = side.spin.until(now, self.spin) if len(self.router.waiters) <= listed else 0.0
-        empty = 0  # polls that found nothing
         try:
-            recv_into = side.sock.recv_into
-            buffer = side.buffer
+            # recv, not recv_into the side's buffer: the bytes object a reply is parsed from comes
+            # without a view and a copy (FEED_CHUNK at a time: a flood still goes through in slices).
+            recv = side.sock.recv
             poll = side.poller.poll
             while not waiter.lock.acquire(False):
-                now = time.monotonic()
-                remaining = deadline - now
-                if remaining <= 0:
-                    return waiter.lock.acquire(False)
-                if self.link.reading is not side:
-                    break  # the connection was lost: whoever reconnects answers the waiter
-                if spin_until and now >= spin_until:
-                    side.spin.ended(hit=False)
-                    spin_until = 0.0
                 if spin_until:
-                    if not poll(0.0):
-                        empty += 1
-                        if not empty % YIELD_EVERY:
-                            os.sched_yield()  # threads that can run on this core go first, and may take the GIL
+                    if not spin_poll(poll, spin_until, YIELD_EVERY):
+                        side.spin.ended(hit=False)
+                        spin_until = 0.0
                         continue
                 # In slices: should the socket be closed under us, poll wakes anyway (or by the slice's end).
-                elif not poll(min(remaining, 0.1) * 1000.0):
+                elif not poll(max(0.0, min(deadline - time.monotonic(), 0.1)) * 1000.0):
+                    if time.monotonic() >= deadline:
+                        return waiter.lock.acquire(False)
+                    if self.link.reading is not side:
+                        break  # the connection was lost: whoever reconnects answers the waiter
                     continue
                 try:
-                    n = recv_into(buffer)
+                    data = recv(FEED_CHUNK)
                 except (OSError, ssl.SSLError) as exc:
-                    answered = self.take_read(side, 0, exc)
+                    answered = self.take_read(side, b"", exc)
                 else:
-                    answered = self.take_read(side, n, None)
+                    if line and data:
+                        reply = side.parser.feed_reply(data, line)
+                        if reply is not None and self.router.take_own(token, reply, waiter):
+                            if spin_until:
+                                side.spin.ended(hit=True)
+                            listed = 0  # its waiter is no longer listed
+                            return True
+                    answered = self.take_read(side, data, None)
                 if answered is None:
                     break
                 if answered and spin_until and waiter.lock.locked():
                     spin_until = 0.0  # another caller's reply: leave it the core
+                if time.monotonic() >= deadline:  # a socket that keeps bringing others' messages
+                    return waiter.lock.acquire(False)
             else:
                 if spin_until:
                     side.spin.ended(hit=True)
                 return True
         finally:
-            side.last_used = time.monotonic()
             side.token.release()
             if side.parked and self.router.others_expect(listed):
                 side.wake.set()
@@ -218,12 +225,13 @@ class Reader:
         if side is not None and side.parked:
             side.wake.set()
 
-    def take_read(self, side: ReadSide, n: int, error: Exception | None) -> bool | None:
-        """Under the side's token: route ``n`` bytes just read into its buffer.
+    def take_read(self, side: ReadSide, data: bytes | memoryview, error: Exception | None) -> bool | None:
+        """Under the side's token: route the bytes just read (empty: the read failed with ``error``).
 
         Returns whether a request() caller got its reply, or None when the
         read failed (the loss is handled).
         """
+        n = len(data)
         if not n:
             if isinstance(error, ProtocolError):  # bad WebSocket framing: reported, as a parser error is
                 self._report_error(error)
@@ -233,14 +241,12 @@ class Reader:
         try:
             if n <= FEED_CHUNK:
                 parser = side.parser
-                chunk = side.view[:n]
-                one = parser.feed_one(chunk)
-                return route(parser.feed(chunk)) if one is None else self.router.route_one(one)
+                one = parser.feed_one(data)
+                return route(parser.feed(data)) if one is None else self.router.route_one(one)
             answered = False
             feed = side.parser.feed
-            view = side.view
             for start in range(0, n, FEED_CHUNK):
-                if route(feed(view[start : min(n, start + FEED_CHUNK)])):
+                if route(feed(data[start : min(n, start + FEED_CHUNK)])):
                     answered = True
             return answered
         except ProtocolError as exc:
@@ -275,7 +281,7 @@ def reader_main(ref: weakref.ReferenceType[Reader], side: ReadSide) -> None:
             reader = ref()
             if reader is None:
                 return
-            answered = reader.take_read(side, n, error)
+            answered = reader.take_read(side, side.view[:n], error)
             if answered is None or reader.link.reading is not side:
                 return
             parking = answered and side.sock is not None and not reader.router.others_expect()
@@ -293,15 +299,25 @@ def poll_before_recv(side: ReadSide, spin: float) -> None:
     the core to any thread that can run, such as the one sending requests.
     """
     until = side.spin.until(time.monotonic(), spin)
-    if not until:
-        return
-    poll = side.poller.poll
-    while not poll(0):
-        if time.monotonic() >= until:
-            side.spin.ended(hit=False)
-            return
-        os.sched_yield()
-    side.spin.ended(hit=True)
+    if until:
+        side.spin.ended(hit=spin_poll(side.poller.poll, until, 1))
+
+
+def spin_poll(poll: Callable[[float], list[tuple[int, int]]], until: float, yield_every: int) -> bool:
+    """Poll until the socket is readable (True) or the clock reaches ``until`` (False).
+
+    Every ``yield_every`` empty polls it looks at the clock and yields the
+    core (threads that can run on it go first, and may take the GIL); in
+    between, the reply is seen within one poll of its arrival.
+    """
+    empty = 0
+    while not poll(0.0):
+        empty += 1
+        if not empty % yield_every:
+            if time.monotonic() >= until:
+                return False
+            os.sched_yield()
+    return True
 
 
 def recv(recv_into: Callable[[bytearray], int], buffer: bytearray) -> tuple[int, Exception | None]:

@@ -35,7 +35,7 @@ from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..headers import HeadersInput, status_of
 from ..message import Msg
 from ..payload import as_bytes as _as_bytes
-from ..protocol import REQUEST_HEAD, REQUEST_LINE, PubEncoder, remember
+from ..protocol import REPLY_LINE, REQUEST_HEAD, REQUEST_LINE, PubEncoder, remember
 from ..scheduler import Scheduler
 from .state import Waiter
 
@@ -87,7 +87,11 @@ class Requests:
         self._core = core  # the general publish path (validates, encodes headers, back-pressure)
         self.mux_lock = threading.Lock()
         self.prefix = ""  # "<inbox>." once the mux exists
+        self._mux = (b"", 0)  # that prefix encoded, and the inbox's sid
         self._tokens = itertools.count(1)
+        #: request()'s waiters, used again: one answered or given up (and no longer listed) is
+        #: as good as new, its lock held.  At most as many as request() callers at once.
+        self._spare: list[Waiter] = []
         # subject -> b"PUB <subject> <reply inbox prefix>": validated subjects only.
         self.heads: dict[str, bytes] = {}
         self.deadline_lock = threading.Lock()
@@ -104,6 +108,7 @@ class Requests:
                 inbox = f"{self._inbox_prefix}.{secrets.token_hex(11)}"
                 sid = self._subscribe_inbox(inbox + ".*")
                 self._router.set_mux(sid, inbox + ".")
+                self._mux = ((inbox + ".").encode(), sid)
                 self.prefix = inbox + "."
             return self.prefix
 
@@ -116,7 +121,8 @@ class Requests:
             self.ensure_mux()
         number = next(self._tokens)
         token = str(number)
-        waiter = Waiter()
+        spare = self._spare
+        waiter = spare.pop() if spare else Waiter()
         waiters = self._waiters
         waiters[token] = waiter
         try:
@@ -128,13 +134,18 @@ class Requests:
                 REQUEST_LINE % (head, number, n), payload, n
             ):
                 self._publish(subject, payload, token, headers, send_now=True)
-            if not self._reader.await_reply(waiter, timeout, listed=1):
+            mux, sid = self._mux
+            if not self._reader.await_reply(waiter, timeout, token, REPLY_LINE % (mux, number, sid)):
                 raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         finally:
-            waiters.pop(token, None)
-        if waiter.error is not None:
-            raise waiter.error
-        msg = waiter.msg
+            if waiters.pop(token, None) is waiter:
+                spare.append(waiter)  # unanswered, and nobody else can reach it: as good as new
+        # Answered: whoever took it from the table filled it once and holds it no more.
+        error, msg = waiter.error, waiter.msg
+        waiter.error = waiter.msg = None
+        spare.append(waiter)
+        if error is not None:
+            raise error
         assert msg is not None
         if not msg.data and status_of(msg.header) == 503:
             raise NoRespondersError(f"no responders for request to {subject!r}")

@@ -69,6 +69,7 @@ class Router:
         self.waiters: dict[str, Waiter | ReplyFuture[Any]] = {}
         #: The request inbox's sid and the length of its prefix (where the token starts).
         self.resp_sid = 0
+        self.prefix = ""
         self.token_at = 0
         # Written only by the holder of the read token.
         self.in_msgs = 0
@@ -76,6 +77,7 @@ class Router:
 
     def set_mux(self, sid: int, prefix: str) -> None:
         """Route messages on subscription ``sid`` by the token after ``prefix``."""
+        self.prefix = prefix
         self.token_at = len(prefix)
         self.resp_sid = sid
 
@@ -96,6 +98,22 @@ class Router:
                 waiter.fill(msg)
                 return True
         return self.route((msg,))
+
+    def take_own(self, token: str, reply: tuple[bytes | None, bytes], waiter: Waiter) -> bool:
+        """The reply of the request() caller holding ``token``, as read by that caller (see
+        :meth:`jsclient.protocol.Parser.feed_reply`): its waiter's ``msg`` (the lock left alone).
+
+        False when the waiter is no longer listed: closing took it, and fills it.
+        """
+        if self.waiters.pop(token, None) is not waiter:
+            return False
+        header, data = reply
+        msg = Msg(self.prefix + token, self.resp_sid, None, header, data)
+        msg._conn = self._conn
+        self.in_msgs += 1
+        self.in_bytes += len(data)
+        waiter.msg = msg
+        return True
 
     def route(self, events: Sequence[Any]) -> bool:
         """Route parsed events; True when one answered a request() caller."""

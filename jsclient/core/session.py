@@ -155,6 +155,8 @@ class Session:
             subscribe_inbox=self._subscribe_inbox,
             core=self,
         )
+        # Bound here, not wrapped: kv.get calls it on every read, and a wrapper is one more frame.
+        self.request = self.requests.request
         self._sids = itertools.count(1)
         self._hooks: dict[int, Callable[[], None]] = {}
         self._hook_ids = itertools.count(1)

@@ -32,7 +32,7 @@ class State(enum.Enum):
 
 
 class Waiter:
-    """A one-shot slot a reader fills and a user thread waits on (a lock is the cheapest event)."""
+    """A slot a reader fills once and a user thread waits on (a lock is the cheapest event); request() reuses it."""
 
     __slots__ = ("error", "lock", "msg")
 

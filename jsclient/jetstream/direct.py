@@ -93,17 +93,23 @@ def delivery_head(stream: str, subject: str) -> bytes:
     return b"NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: " % (stream.encode(), subject.encode())
 
 
-def fixed_tail(header: bytes, head: bytes) -> tuple[int, str] | None:
-    """Sequence and time stamp from that block when it starts with ``head`` (stream and subject known):
+def fixed_tail(header: bytes, head: bytes) -> tuple[int, dt.datetime] | None:
+    """Sequence and time from that block when it starts with ``head`` (stream and subject known):
     what :func:`fixed_delivery` reads, without matching and decoding the two names again."""
     if not header.startswith(head):
         return None
     m = _FIXED_TAIL.fullmatch(header, len(head))
     if m is None:
         return None
+    seq, stamp = m.groups()
     try:
-        return int(m[1]), m[2].decode()
-    except UnicodeDecodeError:
+        # A server's RFC 3339 stamp, read in C; any other form (or bytes that are no text) goes the long way.
+        return int(seq), dt.datetime.fromisoformat(stamp.decode())
+    except ValueError:  # UnicodeDecodeError included
+        pass
+    try:
+        return int(seq), parse_timestamp(stamp.decode())
+    except (UnicodeDecodeError, JetStreamAPIError):
         return None
 
 
@@ -201,11 +207,11 @@ def _api_error(code: int, description: str, stream: str) -> JetStreamAPIError:
 def _status_error(js: JetStream, stream: str, status: Status, data: bytes) -> JetStreamAPIError:
     """The error for a direct get's error status (its :data:`~.manager.DIRECT_BATCH` verdict)."""
     if status.code == 503 and not data:
-        return _no_direct(js, stream)
+        return no_direct(js, stream)
     return _api_error(status.code, status.description, stream)
 
 
-def _no_direct(js: JetStream, stream: str) -> JetStreamAPIError:
+def no_direct(js: JetStream, stream: str) -> JetStreamAPIError:
     """Explain a direct get nobody answered: no such stream, or allow_direct is off."""
     try:
         info = js.stream_info(stream)
@@ -263,19 +269,19 @@ def last_request(js: JetStream, stream: str, subject: str) -> str:
 
 def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> StoredMessage:
     """One direct get, its request already checked: the message, or the error its status means."""
-    return StoredMessage(direct_reply(js, stream, subject, payload, timeout))
-
-
-def direct_reply(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> Msg:
-    """The reply of one direct get that found a message; raises the error any other reply means."""
     try:
-        reply = js.conn.request(subject, payload, timeout=timeout or js.timeout)
+        reply = js.conn.request(subject, payload, timeout or js.timeout)
     except NoRespondersError:
-        raise _no_direct(js, stream) from None
+        raise no_direct(js, stream) from None
     code = status_of(reply.header)
     if code is not None:
-        raise _api_error(code, parse(reply.header).description if reply.header else "", stream)
-    return reply
+        raise status_error(code, reply, stream)
+    return StoredMessage(reply)
+
+
+def status_error(code: int, reply: Msg, stream: str) -> JetStreamAPIError:
+    """The error a direct get's status reply means."""
+    return _api_error(code, parse(reply.header).description if reply.header else "", stream)
 
 
 def _rfc3339(value: Any, name: str) -> str:
@@ -368,7 +374,7 @@ def count_matching(js: JetStream, stream: str, subject: str, seq: int, timeout: 
     if code == 404:
         return 0
     if code == 503 and not reply.data:
-        raise _no_direct(js, stream)
+        raise no_direct(js, stream)
     if code is not None:
         raise _api_error(code, parse(reply.header).description if reply.header else "", stream)
     return (StoredMessage(reply).num_pending or 0) + 1

@@ -32,15 +32,24 @@ from ..errors import (
     KeyNotFoundError,
     KeyWrongRevisionError,
     MessageNotFoundError,
+    NoRespondersError,
     StreamNotFoundError,
     WrongLastSequenceError,
 )
-from ..headers import Headers
+from ..headers import Headers, status_of
 from ..message import Msg
 from ..protocol import remember
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
-from .direct import StoredMessage, delivery_head, direct_reply, fixed_delivery, fixed_tail, parse_timestamp
+from .direct import (
+    StoredMessage,
+    delivery_head,
+    fixed_delivery,
+    fixed_tail,
+    no_direct,
+    parse_timestamp,
+    status_error,
+)
 from .msgopts import TTL, ttl_value
 from .watch import Watch
 
@@ -88,6 +97,11 @@ class KeyValueEntry(NamedTuple):
     delta: int = 0
 
 
+#: Builds a KeyValueEntry from all its fields without the Python-level ``__new__`` a NamedTuple has
+#: (kv.get's hot path: a frame less between the reply's arrival and the return).
+_new_entry = tuple.__new__
+
+
 class KeyValueStatus(NamedTuple):
     bucket: str
     values: int
@@ -133,16 +147,22 @@ class KeyValue:
             known = self._last_requests.get(key) if type(key) is str else None
             if known is None:
                 known = self._last_request(key)
+            js = self._js
             try:
-                reply = direct_reply(self._js, self.stream, known[0], b"", None)
-            except MessageNotFoundError:
-                raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
+                reply = js.conn.core.request(known[0], b"", js.timeout, None)
+            except NoRespondersError:
+                raise no_direct(js, self.stream) from None
             # A value put without headers: no KV-Operation, so a put, and only two fields to read.
             header = reply.header
             if header:
                 tail = fixed_tail(header, known[1])
                 if tail is not None:
-                    return KeyValueEntry(self.bucket, key, reply.data, tail[0], parse_timestamp(tail[1]))
+                    return _new_entry(KeyValueEntry, (self.bucket, key, reply.data, tail[0], tail[1], PUT, 0))
+                code = status_of(header)
+                if code == 404:
+                    raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+                if code is not None:
+                    raise status_error(code, reply, self.stream)
                 fixed = fixed_delivery(header)  # another stream answered (a mirror, say)
                 if fixed is not None:
                     return KeyValueEntry(self.bucket, key, reply.data, fixed[2], parse_timestamp(fixed[3]))

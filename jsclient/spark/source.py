@@ -63,7 +63,7 @@ except ImportError:  # pragma: no cover - older Spark: rows, turned into record 
 
 from ..errors import Error, JetStreamError, MessageNotFoundError, NoRespondersError
 from ..jetstream.api import ConsumerConfig, Duration
-from ..jetstream.direct import _no_direct, count_matching
+from ..jetstream.direct import count_matching, no_direct
 from . import sink
 from .arrow import SCHEMA, deliveries_to_batch, replies_to_batch, subject_filter_regex
 from .connections import bulk_reader, connection
@@ -201,7 +201,7 @@ def _got(js: JetStream, opts: SparkOptions, part: SequenceRange, regex: str | No
             ):
                 yield replies_to_batch(headers, payloads, stream, part.last, regex)
         except NoRespondersError:
-            raise _no_direct(js, stream) from None
+            raise no_direct(js, stream) from None
 
 
 def _check_missing(js: JetStream, opts: SparkOptions, part: SequenceRange, read: int, seqs: list[pa.Array]) -> None:
