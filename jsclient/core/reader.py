@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable
 
 from ..errors import ProtocolError
-from ..protocol import Parser
+from ..protocol import REPLY_LINE, Parser
 from ..transport import PlainTransport, Transport
 from .router import Router
 from .state import Link, Waiter
@@ -152,13 +152,13 @@ class Reader:
         thread.start()
         return thread
 
-    def await_reply(self, waiter: Waiter, timeout: float, token: str = "", line: bytes = b"") -> bool:
+    def await_reply(self, waiter: Waiter, timeout: float, token: str = "", number: int = 0) -> bool:
         """Wait until ``waiter`` is filled, reading the socket for it when nobody else is.
 
-        ``token``: the request() caller's, its waiter listed under it, and
-        ``line`` the start of its reply's control line (``REPLY_LINE``): a
-        read that is exactly that reply is taken here (the waiter's ``msg``
-        set, its lock left alone) without parsing it whole or routing it.
+        ``token``: the request() caller's (``number`` as text), its waiter
+        listed under it: a read that is exactly that reply is taken here
+        (the waiter's ``msg`` set, its lock left alone) without parsing it
+        whole or routing it.
         """
         side = self.link.reading
         # Only while the reader stepped aside: with it reading anyway, taking turns would cost more than it saves.
@@ -172,6 +172,8 @@ class Reader:
         deadline = now + timeout
         # Spin only alone: other callers' replies wake threads that need this core.
         spin_until = side.spin.until(now, self.spin) if len(self.router.waiters) <= listed else 0.0
+        # The start of the reply's control line, built only by a caller that reads for itself.
+        line = REPLY_LINE % (self.router.mux, number, self.router.resp_sid) if token else b""
         try:
             # recv, not recv_into the side's buffer: the bytes object a reply is parsed from comes
             # without a view and a copy (FEED_CHUNK at a time: a flood still goes through in slices).

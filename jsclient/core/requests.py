@@ -35,7 +35,7 @@ from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..headers import HeadersInput, status_of
 from ..message import Msg
 from ..payload import as_bytes as _as_bytes
-from ..protocol import REPLY_LINE, REQUEST_HEAD, REQUEST_LINE, PubEncoder, remember
+from ..protocol import REQUEST_HEAD, REQUEST_LINE, PubEncoder, remember
 from ..scheduler import Scheduler
 from .state import Waiter
 
@@ -87,7 +87,6 @@ class Requests:
         self._core = core  # the general publish path (validates, encodes headers, back-pressure)
         self.mux_lock = threading.Lock()
         self.prefix = ""  # "<inbox>." once the mux exists
-        self._mux = (b"", 0)  # that prefix encoded, and the inbox's sid
         self._tokens = itertools.count(1)
         #: request()'s waiters, used again: one answered or given up (and no longer listed) is
         #: as good as new, its lock held.  At most as many as request() callers at once.
@@ -108,7 +107,6 @@ class Requests:
                 inbox = f"{self._inbox_prefix}.{secrets.token_hex(11)}"
                 sid = self._subscribe_inbox(inbox + ".*")
                 self._router.set_mux(sid, inbox + ".")
-                self._mux = ((inbox + ".").encode(), sid)
                 self.prefix = inbox + "."
             return self.prefix
 
@@ -134,8 +132,7 @@ class Requests:
                 REQUEST_LINE % (head, number, n), payload, n
             ):
                 self._publish(subject, payload, token, headers, send_now=True)
-            mux, sid = self._mux
-            if not self._reader.await_reply(waiter, timeout, token, REPLY_LINE % (mux, number, sid)):
+            if not self._reader.await_reply(waiter, timeout, token, number):
                 raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         finally:
             if waiters.pop(token, None) is waiter:

@@ -70,6 +70,7 @@ class Router:
         #: The request inbox's sid and the length of its prefix (where the token starts).
         self.resp_sid = 0
         self.prefix = ""
+        self.mux = b""
         self.token_at = 0
         # Written only by the holder of the read token.
         self.in_msgs = 0
@@ -78,6 +79,7 @@ class Router:
     def set_mux(self, sid: int, prefix: str) -> None:
         """Route messages on subscription ``sid`` by the token after ``prefix``."""
         self.prefix = prefix
+        self.mux = prefix.encode()  # for the start of a reply's control line (protocol.REPLY_LINE)
         self.token_at = len(prefix)
         self.resp_sid = sid
 
