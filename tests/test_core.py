@@ -564,10 +564,20 @@ def test_requester_steps_the_reader_aside_and_back(server: NatsServer) -> None:
                 assert nc.request("svc.aside", b"%d" % i).data == b"re:%d" % i
             side = nc._session.link.reading
             assert side is not None
+
+            def until_parked() -> None:
+                deadline = time.monotonic() + 5
+                while not side.parked and time.monotonic() < deadline:
+                    nc.request("svc.aside", b"again")
+                assert side.parked, "the reader never left the socket to request() callers"
+
+            until_parked()
+            # Callers stop coming back: the reader takes the socket again by itself (for the server's PINGs).
             deadline = time.monotonic() + 5
-            while not side.parked and time.monotonic() < deadline:
-                nc.request("svc.aside", b"again")
-            assert side.parked, "the reader never left the socket to request() callers"
+            while side.parked and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert not side.parked
+            until_parked()
             nc.subscribe("aside.sub")  # a subscription needs the reader: it comes back and stays
             deadline = time.monotonic() + 5
             while side.parked and time.monotonic() < deadline:

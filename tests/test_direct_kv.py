@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -42,6 +43,39 @@ def test_direct_get_single_forms(js: jsclient.JetStream, stream: list[tuple[str,
         js.direct_get("D", start_time=future)
     past = by_seq.time - dt.timedelta(seconds=60)
     assert js.direct_get("D", start_time=past).seq == 1
+
+
+def test_direct_get_last_by_subject_reads_as_the_general_reading_does(
+    nc: jsclient.Connection, js: jsclient.JetStream, stream: list[tuple[str, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last_by_subj hot path (sequence and time read after the block the cache knows) gives what a get by
+    sequence, read line by line, gives; a message with headers of its own, or none at all, takes the long way."""
+    js.publish("d.plain", b"no headers")
+    known = []
+    real = StoredMessage.known.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[StoredMessage], *args: Any) -> StoredMessage:
+        known.append(args)
+        return real(cls, *args)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(StoredMessage, "known", classmethod(spy))
+    fields = ("stream", "subject", "seq", "time", "data", "num_pending")
+    for _ in range(2):  # the first call checks and remembers, the second takes the cached subject
+        fast = js.direct_get("D", last_by_subj="d.plain", timeout=3)
+        general = js.direct_get("D", fast.seq)
+        assert [getattr(fast, f) for f in fields] == [getattr(general, f) for f in fields]
+        assert len(fast.headers) == 0 and fast.get_header("Src") is None
+    assert len(known) == 2 and known[0][:4] == (b"no headers", "D", "d.plain", 8)
+    with_headers = js.direct_get("D", last_by_subj="d.k0")
+    assert len(known) == 2  # the user's header: read line by line
+    assert (with_headers.seq, with_headers.get_header("Src"), with_headers.data) == (6, "d.k0", b"v0-new")
+    with pytest.raises(errors.MessageNotFoundError):
+        js.direct_get("D", last_by_subj="d.nothing")
+    before = nc.stats()["out_msgs"]
+    for bad in (-1.0, "1", float("nan")):
+        with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
+            js.direct_get("D", last_by_subj="d.plain", timeout=bad)  # type: ignore[arg-type]
+    assert nc.stats()["out_msgs"] == before and nc.is_connected
 
 
 def test_direct_get_errors(nc: jsclient.Connection, js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:

@@ -52,7 +52,14 @@ from .api import (
     StreamInfo,
 )
 from .batch import AtomicBatch, BatchAck
-from .direct import DirectBatch, StoredMessage, direct_get, direct_get_batch, direct_get_last_for_subjects
+from .direct import (
+    DirectBatch,
+    StoredMessage,
+    direct_get,
+    direct_get_batch,
+    direct_get_last_for_subjects,
+    read_last,
+)
 from .handles import Consumer, Stream
 from .kv import BUCKET_OPTIONS, KeyValue, KeyValueStatus, bucket_config, bucket_status, check_bucket, open_bucket
 from .objectstore import ObjectStore, ObjectStoreStatus, open_store, store_config
@@ -116,8 +123,9 @@ class JetStream:
         self.prefix = prefix
         self.domain = domain
         self.timeout = float(timeout)
-        #: (stream, subject) -> direct-get subject of its last message, once checked (see direct.last_request).
-        self.last_requests: dict[tuple[str, str], str] = {}
+        #: (stream, subject) -> direct-get subject of its last message and the start of its answer's header
+        #: block, once checked (see direct.read_last; a cache: losing it costs a check).
+        self.last_requests: dict[tuple[str, str], tuple[str, bytes]] = {}
         self.publish_async_max_pending = publish_async_max_pending
         self._window = _Window()
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
@@ -335,6 +343,8 @@ class JetStream:
         timeout: float | None = None,
     ) -> StoredMessage:
         """One message straight from the stream's store (any replica answers)."""
+        if last_by_subj is not None and seq is None and next_by_subj is None and start_time is None:
+            return read_last(self, stream, last_by_subj, timeout)
         return direct_get(
             self, stream, seq=seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj,
             start_time=start_time, timeout=timeout,

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..checks import whole
+from ..checks import check_timeout, whole
 from ..errors import (
     BadRequestError,
     DirectGetDisabledError,
@@ -135,7 +135,7 @@ class StoredMessage:
     """
 
     __slots__ = ("_header", "_headers", "_time", "data", "num_pending", "seq", "stream", "subject")
-    _time: dt.datetime | str  # the stamp's text until ``time`` is first read
+    _time: dt.datetime | str | bytes  # the stamp as the server wrote it until ``time`` is first read
 
     def __init__(self, msg: Msg) -> None:
         self.data = msg.data
@@ -167,9 +167,24 @@ class StoredMessage:
             raise JetStreamAPIError(0, 0, f"direct get reply without its delivery headers ({exc})") from None
         self._header = header if others else b""
 
+    @classmethod
+    def known(cls, data: bytes, stream: str, subject: str, seq: int, stamp: bytes) -> StoredMessage:
+        """One whose reply had only the delivery headers, read by the caller (see :func:`read_last`)."""
+        self = cls.__new__(cls)
+        self.data = data
+        self.stream = stream
+        self.subject = subject
+        self.seq = seq
+        self._time = stamp
+        self._header = b""
+        self._headers = self.num_pending = None
+        return self
+
     @property
     def time(self) -> dt.datetime:
         stamp = self._time
+        if isinstance(stamp, bytes):
+            stamp = stamp.decode("utf-8", "replace")
         if isinstance(stamp, str):
             stamp = self._time = parse_timestamp(stamp)
         return stamp
@@ -234,8 +249,7 @@ def direct_get(
     start_time: dt.datetime | None = None,
     timeout: float | None = None,
 ) -> StoredMessage:
-    if last_by_subj is not None and seq is None and next_by_subj is None and start_time is None:
-        return read_direct(js, stream, last_request(js, stream, last_by_subj), b"", timeout)
+    """A get by request body (``last_by_subj`` alone takes :func:`read_last`)."""
     api.check_name("stream", stream)
     body: dict[str, Any] = {}
     if seq is not None:
@@ -247,24 +261,44 @@ def direct_get(
         body["start_time"] = _rfc3339(start_time, "start_time")
         if seq is not None:
             raise InvalidArgumentError("start_time and seq are mutually exclusive")
-    if last_by_subj is not None:  # alone it took the first branch
+    if last_by_subj is not None:  # alone it took read_last
         raise InvalidArgumentError("last_by_subj cannot be combined with seq, next_by_subj or start_time")
     if not body:
         raise InvalidArgumentError("direct_get needs seq, last_by_subj, next_by_subj or start_time")
     return read_direct(js, stream, f"{js.prefix}.DIRECT.GET.{stream}", api.encode(body), timeout)
 
 
-def last_request(js: JetStream, stream: str, subject: str) -> str:
-    """The direct-get subject for the last message on ``subject``: checked once, then remembered."""
-    key = (stream, subject) if type(stream) is str and type(subject) is str else None
-    request = js.last_requests.get(key) if key is not None else None
-    if request is None:
+def read_last(js: JetStream, stream: str, subject: str, timeout: float | None) -> StoredMessage:
+    """The last message on ``subject``: its request subject checked once, then remembered.
+
+    The hot path of ``direct_get(last_by_subj=...)``: a message stored without
+    headers of its own comes back in a block that starts with what the cache
+    already knows (:func:`delivery_head`), so only its sequence and time are read.
+    """
+    known = js.last_requests.get((stream, subject)) if type(stream) is str and type(subject) is str else None
+    if known is None:
         api.check_name("stream", stream)
         check_publish_subject(subject, "last_by_subj")
-        request = f"{js.prefix}.DIRECT.GET.{stream}.{subject}"
-        if key is not None:
-            remember(js.last_requests, key, request)
-    return request
+        known = remember(
+            js.last_requests,
+            (stream, subject),
+            (f"{js.prefix}.DIRECT.GET.{stream}.{subject}", delivery_head(stream, subject)),
+        )
+    if timeout:
+        check_timeout(timeout)
+    else:
+        timeout = js.timeout
+    try:
+        reply = js.conn.core.request(known[0], b"", timeout, None)
+    except NoRespondersError:
+        raise no_direct(js, stream) from None
+    header = reply.header
+    head = known[1]
+    if header and header.startswith(head):
+        m = _FIXED_TAIL.fullmatch(header, len(head))
+        if m is not None:
+            return StoredMessage.known(reply.data, stream, subject, int(m[1]), m[2])
+    return stored_reply(reply, stream)
 
 
 def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> StoredMessage:
@@ -273,6 +307,11 @@ def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeou
         reply = js.conn.request(subject, payload, timeout or js.timeout)
     except NoRespondersError:
         raise no_direct(js, stream) from None
+    return stored_reply(reply, stream)
+
+
+def stored_reply(reply: Msg, stream: str) -> StoredMessage:
+    """A direct get's reply read in full: the message, or the error its status means."""
     code = status_of(reply.header)
     if code is not None:
         raise status_error(code, reply, stream)
