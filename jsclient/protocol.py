@@ -13,7 +13,9 @@ chunks is copied a bounded number of times (no quadratic re-scanning).
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+import re
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -289,35 +291,68 @@ class Parser:
         header = raw[body:split] if raw[0] == 72 else None  # 72: "H"
         return self.msg_class(subject_s, sid_n, reply_s, header, raw[split:stop])
 
-    def feed_reply(self, data: bytes | bytearray | memoryview, line: bytes) -> tuple[bytes | None, bytes] | None:
-        """``data`` as (header, payload) when it is exactly one whole frame whose control line starts with
-        ``line`` (``MSG <subject> <sid> ``, with an H before it for HMSG) and nothing is buffered.
+    def feed_reply(self, data: bytes | bytearray | memoryview, line: bytes) -> OwnFrame | None:
+        """``data`` as (frame, body, split, stop) when it is exactly one whole frame whose control line
+        starts with ``line`` (``MSG <subject> <sid> ``, with an H before it for HMSG) and nothing is buffered.
 
         A request() caller reading its own reply knows the reply's subject and
         sid: one comparison stands for parsing and decoding them (half of
-        :meth:`feed_one`'s work).  None means "not that case": :meth:`feed`
-        then takes the same bytes, so the result never differs.
+        :meth:`feed_one`'s work).  The header block is ``frame[body:split]``
+        (empty for MSG) and the payload ``frame[split:stop]``.  None means
+        "not that case": :meth:`feed` then takes the same bytes, so the
+        result never differs.
         """
         if len(data) > ONE_FRAME_MAX or self._pending is not None or self._pos != len(self._buf):
             return None
         raw = data if type(data) is bytes else bytes(data)
-        has_header = raw[:1] == b"H"
-        at = has_header + len(line)
-        nl = raw.find(b"\r\n", at)
-        if nl < 0 or nl > self.max_control_line or not raw.startswith(line, has_header):
-            return None
-        if has_header:
+        if raw[:1] == b"H":
+            at = 1 + len(line)
+            nl = raw.find(b"\r\n", at)
+            if nl < 0 or nl > self.max_control_line or not raw.startswith(line, 1):
+                return None
             hsize, _, tsize = raw[at:nl].partition(b" ")
+            # ASCII digits only: what int() takes and feed() too; an empty block is left to feed().
+            if not (hsize.isdigit() and tsize.isdigit()) or hsize == b"0":
+                return None
+            body = nl + 2
+            split = body + int(hsize)
         else:
-            hsize, tsize = b"0", raw[at:nl]
-        if not (hsize.isdigit() and tsize.isdigit()):  # ASCII digits only: what int() takes and feed() too
-            return None
-        body = nl + 2
-        split = body + int(hsize)
+            at = len(line)
+            nl = raw.find(b"\r\n", at)
+            if nl < 0 or nl > self.max_control_line or not raw.startswith(line):
+                return None
+            tsize = raw[at:nl]
+            if not tsize.isdigit():
+                return None
+            body = split = nl + 2
         stop = body + int(tsize)
         if split > stop or stop + 2 != len(raw) or raw[stop:] != b"\r\n":
             return None
-        return (raw[body:split] if has_header else None), raw[split:stop]
+        return raw, body, split, stop
+
+    def feed_shaped(self, data: bytes, line: bytes, shape: ReplyShape[Any]) -> tuple[bytes, ...] | None:
+        """``shape``'s groups of ``data`` when it is exactly one whole frame whose control line starts
+        with ``line`` (``shape.line`` then REPLY_LINE), of that shape, and nothing is buffered.
+
+        One match stands for the whole of :meth:`feed_reply` and for reading
+        the header block after it; the sizes on the control line must be
+        those of the block and payload matched, so a frame followed by
+        another, or cut short, is not taken.  None: :meth:`feed` decides.
+        """
+        if self._pending is not None or self._pos != len(self._buf) or not data.startswith(line):
+            return None
+        m = shape.pattern.fullmatch(data, len(line))
+        if m is None:
+            return None
+        groups = m.groups()
+        payload = groups[-1]
+        if shape.headers:
+            block = groups[2]
+            if int(groups[0]) != len(block) or int(groups[1]) != len(block) + len(payload):
+                return None
+        elif int(groups[0]) != len(payload):
+            return None
+        return groups
 
     def _msg_run(self, rest: memoryview, pos: int, append: Any) -> int:
         """Parse the run of plain MSG frames at the start of ``rest`` (input from ``pos``); return where it ends.
@@ -608,6 +643,44 @@ REQUEST_HEAD = b"PUB %s %s"  # subject, reply inbox prefix
 REQUEST_LINE = b"%s%d %d\r\n"  # request head, reply token, payload size
 #: The start of the reply's control line that :meth:`Parser.feed_reply` expects.
 REPLY_LINE = b"MSG %s%d %d "  # reply inbox prefix, reply token, sid
+#: One whole reply frame as :meth:`Parser.feed_reply` finds it: the bytes, where the header block
+#: starts, where the payload starts (the same for MSG) and where it stops.
+OwnFrame = tuple[bytes, int, int, int]
+R = TypeVar("R")
+
+
+class ReplyShape(Generic[R]):
+    """What a request() caller knows of its reply's frame, so that it reads it in one match.
+
+    ``pattern`` matches what follows ``HMSG <subject> <sid> `` (or ``MSG``
+    without ``headers``) in the whole frame: its groups are the sizes, the
+    header block, the block's own groups and, last, the payload (see
+    :func:`reply_pattern`); :meth:`Parser.feed_shaped` checks the sizes.
+    ``read`` makes the caller's answer of the groups, or None for "not what
+    I know" (a status, a message with headers of its own): the reply then
+    becomes a message as any other.  ``read`` runs on the caller's thread
+    only and must not raise.  A JetStream read takes a direct get's sequence
+    and time, or a publish ack, this way, without a message in between.
+    """
+
+    __slots__ = ("headers", "line", "pattern", "read")
+
+    def __init__(self, pattern: re.Pattern[bytes], read: Callable[[tuple[bytes, ...]], R | None], *, headers: bool):
+        self.pattern = pattern
+        self.read = read
+        self.headers = headers
+        self.line = b"H" if headers else b""  # what comes before REPLY_LINE
+
+
+def reply_pattern(block: bytes | None) -> re.Pattern[bytes]:
+    """For a :class:`ReplyShape`: an HMSG reply whose header block matches ``block`` (a regular expression,
+    with groups of its own or none), or with ``block`` None a MSG reply.
+
+    Groups: HMSG (header size, total size, block, the block's groups..., payload); MSG (size, payload).
+    """
+    if block is None:
+        return re.compile(rb"(\d+)\r\n(.*)\r\n", re.DOTALL)
+    return re.compile(rb"(\d+) (\d+)\r\n(" + block + rb")(.*)\r\n", re.DOTALL)
 
 
 def encode_pub(subject: str, payload: bytes, reply: str | None = None) -> bytes:

@@ -769,13 +769,13 @@ def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> N
     assert spin.until(10.0, 0.0) == 0.0  # spin_wait=0: never
     assert spin.until(10.0, 0.5) == 10.5
     for misses in range(1, MAX_SPIN_BACKOFF + 3):
-        spin.ended(hit=False)
+        spin.missed()
         sat_out = 0
         while spin.until(0.0, 0.5) == 0.0:
             sat_out += 1
         assert sat_out == 1 << min(misses, MAX_SPIN_BACKOFF)
-    spin.ended(hit=True)
-    spin.ended(hit=False)
+    spin.hit()
+    spin.missed()
     assert [spin.until(0.0, 0.5) for _ in range(3)] == [0.0, 0.0, 0.5]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import socket
 import time
 from typing import Any
 
@@ -13,8 +14,11 @@ from hypothesis import strategies as st
 
 import jsclient
 from jsclient import errors
+from jsclient.jetstream import api
+from jsclient.jetstream.api import PUB_ACK_REPLY
 from jsclient.jetstream.direct import StoredMessage, delivery_head, fixed_delivery, fixed_tail, parse_timestamp
 from jsclient.message import Msg
+from jsclient.protocol import REPLY_LINE, Parser
 from jsclient.server import NatsServer
 
 from .proxy import FrameProxy
@@ -225,6 +229,68 @@ def test_stored_message_reads_the_server_layout_as_the_general_reading_does(
 @pytest.fixture
 def kv(js: jsclient.JetStream) -> jsclient.KeyValue:
     return js.create_key_value("cfg", history=10)
+
+
+def raw_reply(server: NatsServer, subject: str, payload: bytes = b"") -> bytes:
+    """The frame the server writes in answer to one request, read off a bare socket (reply subject
+    ``_INBOX.t.1``, sid 1): what a caller reading its own reply gets from recv() (the server answers
+    a JetStream request on a thread of its own: the reply is read whole, by its sizes)."""
+    host, _, port = server.url.split("//", 1)[-1].rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.recv(65536)  # INFO
+        sock.sendall(b'CONNECT {"verbose":false,"headers":true}\r\nSUB _INBOX.t.* 1\r\nPING\r\n')
+        data = b""
+        while b"PONG\r\n" not in data:
+            data += sock.recv(65536)
+        sock.sendall(b"PUB %s _INBOX.t.1 %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+        data = b""
+        while b"\r\n" not in data or len(data) < data.index(b"\r\n") + int(data.split(b"\r\n")[0].split()[-1]) + 4:
+            data += sock.recv(65536)
+    return data
+
+
+def test_each_reply_shape_matches_what_the_server_writes(server: NatsServer, js: jsclient.JetStream) -> None:
+    """kv.get, direct_get(last_by_subj=...) and js.publish read their own replies in one match of a shape:
+    on the frames this server really writes, each shape matches and reads what the API returns, and a reply
+    of any other form (a delete marker, a user header, a 404, an error) is left to the general reading."""
+    kv = js.create_key_value("shapes", history=3)
+    kv.put("k", b"value")
+    entry = kv.get("k")
+    shape = kv._last_requests["k"][2]
+    line = shape.line + REPLY_LINE % (b"_INBOX.t.", 1, 1)
+    request = kv._last_requests["k"][0]
+    groups = Parser().feed_shaped(raw_reply(server, request), line, shape)
+    assert groups is not None and shape.read(groups) == entry and shape.read(groups).value == b"value"
+    assert entry.created is not None and entry.created.tzinfo is not None
+    kv.delete("k")  # a marker with a KV-Operation header: the block is another
+    assert Parser().feed_shaped(raw_reply(server, request), line, shape) is None
+    with pytest.raises(errors.KeyDeletedError):
+        kv.get("k")
+    # direct get of the last message on a subject
+    js.add_stream(name="S", subjects=["s.>"], allow_direct=True)
+    js.publish("s.plain", b"p")
+    js.publish("s.mine", b"m", headers={"Mine": "1"})
+    stored = js.direct_get("S", last_by_subj="s.plain")
+    shape2 = js.last_requests[("S", "s.plain")][2]
+    got = Parser().feed_shaped(raw_reply(server, "$JS.API.DIRECT.GET.S.s.plain"), line, shape2)
+    assert got is not None
+    read = shape2.read(got)
+    assert read is not None and (read.seq, read.data, read.subject, read.time) == (1, b"p", "s.plain", stored.time)
+    assert Parser().feed_shaped(raw_reply(server, "$JS.API.DIRECT.GET.S.s.mine"), line, shape2) is None
+    assert Parser().feed_shaped(raw_reply(server, "$JS.API.DIRECT.GET.S.s.none"), line, shape2) is None  # 404
+    # a publish ack
+    ack = js.publish("s.plain", b"q")
+    plain_line = PUB_ACK_REPLY.line + REPLY_LINE % (b"_INBOX.t.", 1, 1)
+    frame = raw_reply(server, "s.plain", b"r")
+    got = Parser().feed_shaped(frame, plain_line, PUB_ACK_REPLY)
+    assert got is not None and PUB_ACK_REPLY.read(got) == api.PubAck(stream="S", seq=ack.seq + 1)
+    js.update_stream(name="S", subjects=["s.>"], allow_direct=True, max_msgs_per_subject=1, discard="new",
+                     discard_new_per_subject=True)
+    refused = raw_reply(server, "s.plain", b"again")  # {"error": ...}: read the general way, and raised there
+    groups = Parser().feed_shaped(refused, plain_line, PUB_ACK_REPLY)
+    assert groups is not None and b'"error"' in groups[1] and PUB_ACK_REPLY.read(groups) is None
+    with pytest.raises(errors.JetStreamAPIError):
+        js.publish("s.plain", b"again")
 
 
 def test_kv_semantics(kv: jsclient.KeyValue) -> None:

@@ -16,6 +16,7 @@ from jsclient.protocol import (
     Parser,
     Ping,
     Pong,
+    ReplyShape,
     check_publish_subject,
     check_subscribe_subject,
     encode_connect,
@@ -23,6 +24,7 @@ from jsclient.protocol import (
     encode_pub,
     encode_sub,
     encode_unsub,
+    reply_pattern,
 )
 
 STREAM = (
@@ -321,7 +323,8 @@ def test_feed_reply_takes_its_own_reply_exactly_as_feed_does(
     sid: int, token: int, reply: str | None, header: bytes | None, payload: bytes, damage: tuple | None,
     then: bytes, other: str, as_view: bool,
 ) -> None:
-    """A request() caller's own reply: (header, payload) as feed() reads them, or None and feed() decides.
+    """A request() caller's own reply: its frame with the bounds of the header block and payload as feed()
+    reads them, or None and feed() decides.
 
     Another token's or sid's reply, a reply field, a second frame, or damage anywhere never comes out as
     a different answer: at worst None.
@@ -340,7 +343,12 @@ def test_feed_reply_takes_its_own_reply_exactly_as_feed_does(
         wire = wire[:at] + damage[1] + wire[at + len(damage[1]) :]
     wire += then
     line = REPLY_LINE % (b"_INBOX.mux.", token, sid)
-    got = Parser().feed_reply(memoryview(wire) if as_view else wire, line)
+    frame = Parser().feed_reply(memoryview(wire) if as_view else wire, line)
+    got = None
+    if frame is not None:
+        raw, body, split, stop = frame
+        assert raw == wire and body <= split <= stop == len(wire) - 2
+        got = (raw[body:split] if split > body else None), raw[split:stop]
     if damage is None and not then and not other and reply is None:
         assert got == (header, payload)
     if then or other or reply is not None:
@@ -354,6 +362,61 @@ def test_feed_reply_takes_its_own_reply_exactly_as_feed_does(
     busy = Parser()
     busy.feed(b"MSG a 1 5\r\nhel")  # something buffered: never the fast path
     assert busy.feed_reply(wire, line) is None
+
+
+#: The shape the tests read: a header block of one "X: <hex>" line, its value a group of its own.
+X_SHAPE = ReplyShape(reply_pattern(rb"NATS/1\.0\r\nX: ([0-9a-f]*)\r\n\r\n"), lambda groups: groups, headers=True)
+PLAIN_SHAPE = ReplyShape(reply_pattern(None), lambda groups: groups, headers=False)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    token=st.integers(min_value=1, max_value=10**9),
+    value=st.binary(max_size=20),
+    payload=st.one_of(st.binary(max_size=100), st.just(b"MSG _INBOX.mux.1 1 1\r\nz"), st.just(b"a\r\nPING")),
+    plain=st.booleans(),
+    damage=st.one_of(st.none(), st.tuples(st.integers(min_value=0, max_value=400), st.binary(max_size=3))),
+    then=st.sampled_from([b"", b"PING\r\n", b"MSG b 2 1\r\nz\r\n"]),
+    other=st.sampled_from(["", "token", "sid", "sizes"]),
+)
+def test_feed_shaped_takes_its_own_reply_of_that_shape_exactly_as_feed_does(
+    token: int, value: bytes, payload: bytes, plain: bool, damage: tuple | None, then: bytes, other: str,
+) -> None:
+    """One match of a reply's shape: the groups of exactly the header block and payload feed() reads, or
+    None (and feed() decides).  Another token or sid, a second frame after it (even one the payload's own
+    bytes would let a match take in), sizes that disagree with the match, or damage anywhere: never a
+    different answer."""
+    subject = b"_INBOX.mux.%d" % (token + (other == "token"))
+    sid = 7 + (other == "sid")
+    header = header_block(value)
+    extra = 1 if other == "sizes" else 0
+    if plain:
+        wire = b"MSG %s %d %d\r\n%s\r\n" % (subject, sid, len(payload) + extra, payload)
+    else:
+        wire = b"HMSG %s %d %d %d\r\n%s%s\r\n" % (
+            subject, sid, len(header), len(header) + len(payload) + extra, header, payload,
+        )
+    if damage is not None:
+        at = damage[0] % (len(wire) + 1)
+        wire = wire[:at] + damage[1] + wire[at + len(damage[1]) :]
+    wire += then
+    shape = PLAIN_SHAPE if plain else X_SHAPE
+    line = shape.line + REPLY_LINE % (b"_INBOX.mux.", token, 7)
+    got = Parser().feed_shaped(wire, line, shape)
+    if damage is None and not then and not other:
+        assert got == ((b"%d" % len(payload), payload) if plain else (
+            b"%d" % len(header), b"%d" % (len(header) + len(payload)), header, value.hex().encode(), payload))
+    if then or other:
+        assert got is None
+    if got is not None:
+        parser = Parser()
+        events = parser.feed(wire)
+        assert len(events) == 1 and parser.buffered == 0
+        assert (events[0].subject, events[0].sid, events[0].reply) == (subject.decode(), 7, None)
+        assert (events[0].header, events[0].data) == ((None, got[1]) if plain else (got[2], got[4]))
+    busy = Parser()
+    busy.feed(b"MSG a 1 5\r\nhel")  # something buffered: never the fast path
+    assert busy.feed_shaped(wire, line, shape) is None
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,7 +18,7 @@ from jsclient.core.router import Router
 from jsclient.core.state import Waiter
 from jsclient.futures import ReplyFuture, ReplyKind, settle_lock
 from jsclient.message import Msg
-from jsclient.protocol import Parser
+from jsclient.protocol import Parser, ReplyShape, reply_pattern
 from jsclient.subscription import Subscription
 
 PREFIX = "_INBOX.mux."
@@ -96,15 +96,42 @@ def test_a_caller_takes_its_own_reply_unless_closing_took_its_waiter() -> None:
     router, _, _ = make_router()
     waiter, other = Waiter(), Waiter()
     router.waiters.update({"12": waiter, "13": other})
-    assert router.take_own("12", (b"NATS/1.0\r\n\r\n", b"pong"), waiter) is True
+    frame = b"HMSG _INBOX.mux.12 1 12 16\r\nNATS/1.0\r\n\r\npong\r\n"
+    assert router.take_own("12", (frame, 28, 40, 44), waiter) is True
     msg = waiter.msg
     assert msg is not None and (msg.subject, msg.sid, msg.reply) == (PREFIX + "12", MUX_SID, None)
     assert (msg.header, msg.data, msg._conn) == (b"NATS/1.0\r\n\r\n", b"pong", CONN)
     assert (router.in_msgs, router.in_bytes) == (1, 4)
     assert not waiter.lock.acquire(blocking=False) and list(router.waiters) == ["13"]
     router.take_all()
-    assert router.take_own("13", (None, b"late"), other) is False
+    assert router.take_own("13", (b"MSG _INBOX.mux.13 1 4\r\nlate\r\n", 23, 23, 27), other) is False
     assert other.msg is None and (router.in_msgs, router.in_bytes) == (1, 4)
+
+
+def test_a_caller_that_knows_its_replys_shape_gets_what_its_reader_made_of_it() -> None:
+    """take_shaped: the shape's reader sees the groups of the one match; its value is the caller's answer,
+    None makes the reply a message after all (header block and payload as matched), and a reply whose waiter
+    closing took is never read."""
+    router, _, _ = make_router()
+    seen: list[tuple[bytes, ...]] = []
+
+    def upper(groups: tuple[bytes, ...]) -> bytes | None:
+        seen.append(groups)
+        return groups[-1].upper() if groups[-1] != b"odd" else None
+
+    shape = ReplyShape(reply_pattern(rb"NATS/1\.0\r\n(\w*): ?\r\n\r\n"), upper, headers=True)
+    first, second, third = Waiter(), Waiter(), Waiter()
+    router.waiters.update({"1": first, "2": second, "3": third})
+    block = b"NATS/1.0\r\nA: \r\n\r\n"
+    assert router.take_shaped("1", (b"17", b"21", block, b"A", b"pong"), first, shape) is True
+    assert first.msg == b"PONG" and seen == [(b"17", b"21", block, b"A", b"pong")]
+    assert router.take_shaped("2", (b"17", b"20", block, b"A", b"odd"), second, shape) is True
+    assert type(second.msg) is Msg and (second.msg.header, second.msg.data) == (block, b"odd")
+    assert (second.msg.subject, second.msg._conn) == (PREFIX + "2", CONN)
+    assert (router.in_msgs, router.in_bytes) == (2, 7)
+    router.take_all()
+    assert router.take_shaped("3", (b"17", b"20", block, b"A", b"odd"), third, shape) is False
+    assert third.msg is None and len(seen) == 2
 
 
 def test_replies_settle_futures_decoded_or_as_no_responders() -> None:

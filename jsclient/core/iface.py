@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from ..futures import ReplyKind
 from ..headers import HeadersInput
+from ..protocol import R, ReplyShape
 from ..scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -40,8 +41,15 @@ class CoreAPI(Protocol):
     def publish_control(self, subject: str, payload: bytes) -> None:
         """Publish to a server-made subject (acks, flow control): no validation, no caching."""
 
+    @overload
     def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None) -> Msg:
         """request() with ``timeout`` already checked (the hot paths of KV reads)."""
+
+    @overload
+    def request(
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
+    ) -> R | Msg:
+        """The same, a reply of ``shape`` read in one match when this caller reads it itself."""
 
     def request_async(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, kind: ReplyKind

@@ -35,9 +35,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 from ..errors import ProtocolError
-from ..protocol import REPLY_LINE, Parser
+from ..protocol import REPLY_LINE, Parser, ReplyShape
 from ..transport import PlainTransport, Transport
 from .router import Router
 from .state import Link, Waiter
@@ -86,12 +87,13 @@ class SpinBackoff:
             return 0.0
         return now + spin
 
-    def ended(self, hit: bool) -> None:
-        if hit:
-            self.misses = 0
-        else:
-            self.misses = min(self.misses + 1, MAX_SPIN_BACKOFF)
-            self.skip = 1 << self.misses
+    def hit(self) -> None:
+        """A spin caught its reply: the next wait spins again (a method of its own: no argument to parse)."""
+        self.misses = 0
+
+    def missed(self) -> None:
+        self.misses = min(self.misses + 1, MAX_SPIN_BACKOFF)
+        self.skip = 1 << self.misses
 
 
 class ReadSide:
@@ -155,13 +157,16 @@ class Reader:
         thread.start()
         return thread
 
-    def await_reply(self, waiter: Waiter, timeout: float, token: str = "", number: int = 0) -> bool:
+    def await_reply(
+        self, waiter: Waiter, timeout: float, token: str = "", number: int = 0, shape: ReplyShape[Any] | None = None
+    ) -> bool:
         """Wait until ``waiter`` is filled, reading the socket for it when nobody else is.
 
         ``token``: the request() caller's (``number`` as text), its waiter
         listed under it: a read that is exactly that reply is taken here
         (the waiter's ``msg`` set, its lock left alone) without parsing it
-        whole or routing it.
+        whole or routing it; one of ``shape`` is read in one match, and the
+        shape's reader makes of it what the caller returns.
         """
         side = self.link.reading
         # Only while the reader stepped aside: with it reading anyway, taking turns would cost more than it saves.
@@ -177,6 +182,7 @@ class Reader:
         spin_until = side.spin.until(now, self.spin) if len(self.router.waiters) <= listed else 0.0
         # The start of the reply's control line, built only by a caller that reads for itself.
         line = REPLY_LINE % (self.router.mux, number, self.router.resp_sid) if token else b""
+        shaped = line if shape is None else shape.line + line
         try:
             # recv, not recv_into the side's buffer: the bytes object a reply is parsed from comes
             # without a view and a copy (FEED_CHUNK at a time: a flood still goes through in slices).
@@ -185,7 +191,7 @@ class Reader:
             while not waiter.lock.acquire(False):
                 if spin_until:
                     if not spin_poll(poll, spin_until, YIELD_EVERY):
-                        side.spin.ended(hit=False)
+                        side.spin.missed()
                         spin_until = 0.0
                         continue
                 # In slices: should the socket be closed under us, poll wakes anyway (or by the slice's end).
@@ -201,10 +207,17 @@ class Reader:
                     answered = self.take_read(side, b"", exc)
                 else:
                     if line and data:
-                        reply = side.parser.feed_reply(data, line)
-                        if reply is not None and self.router.take_own(token, reply, waiter):
+                        if shape is not None:
+                            groups = side.parser.feed_shaped(data, shaped, shape)
+                            if groups is not None and self.router.take_shaped(token, groups, waiter, shape):
+                                if spin_until:
+                                    side.spin.hit()
+                                listed = 0  # its waiter is no longer listed
+                                return True
+                        frame = side.parser.feed_reply(data, line)
+                        if frame is not None and self.router.take_own(token, frame, waiter):
                             if spin_until:
-                                side.spin.ended(hit=True)
+                                side.spin.hit()
                             listed = 0  # its waiter is no longer listed
                             return True
                     answered = self.take_read(side, data, None)
@@ -216,7 +229,7 @@ class Reader:
                     return waiter.lock.acquire(False)
             else:
                 if spin_until:
-                    side.spin.ended(hit=True)
+                    side.spin.hit()
                 return True
         finally:
             side.token.release()
@@ -305,7 +318,10 @@ def poll_before_recv(side: ReadSide, spin: float) -> None:
     """
     until = side.spin.until(time.monotonic(), spin)
     if until:
-        side.spin.ended(hit=spin_poll(side.poller.poll, until, 1))
+        if spin_poll(side.poller.poll, until, 1):
+            side.spin.hit()
+        else:
+            side.spin.missed()
 
 
 def spin_poll(poll: Callable[[float], list[tuple[int, int]]], until: float, yield_every: int) -> bool:

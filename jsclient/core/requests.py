@@ -28,14 +28,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import NoRespondersError, TimeoutError
 from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..headers import HeadersInput, status_of
 from ..message import Msg
 from ..payload import as_bytes as _as_bytes
-from ..protocol import REQUEST_HEAD, REQUEST_LINE, PubEncoder, remember
+from ..protocol import REQUEST_HEAD, REQUEST_LINE, PubEncoder, R, ReplyShape, remember
 from ..scheduler import Scheduler
 from .state import Waiter
 
@@ -111,8 +111,24 @@ class Requests:
             return self.prefix
 
     # -- request() ---------------------------------------------------------------
-    def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None) -> Msg:
-        """Send and wait for the first reply (``timeout`` already checked)."""
+    @overload
+    def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None) -> Msg: ...
+
+    @overload
+    def request(
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
+    ) -> R | Msg: ...
+
+    def request(
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None,
+        shape: ReplyShape[Any] | None = None,
+    ) -> Any:
+        """Send and wait for the first reply (``timeout`` already checked).
+
+        With ``shape``, a reply this caller reads itself comes back as what
+        the shape's reader made of it; one that the reader thread routed, or
+        that the reader did not know, comes back as the message.
+        """
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
         if not self.prefix:
@@ -132,7 +148,7 @@ class Requests:
                 REQUEST_LINE % (head, number, n), payload, n
             ):
                 self._publish(subject, payload, token, headers, send_now=True)
-            if not self._reader.await_reply(waiter, timeout, token, number):
+            if not self._reader.await_reply(waiter, timeout, token, number, shape):
                 raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         finally:
             if waiters.pop(token, None) is waiter:
@@ -143,7 +159,8 @@ class Requests:
         spare.append(waiter)
         if error is not None:
             raise error
-        assert msg is not None
+        if msg.__class__ is not Msg:
+            return msg  # what the shape's reader made of it
         if not msg.data and status_of(msg.header) == 503:
             raise NoRespondersError(f"no responders for request to {subject!r}")
         return msg

@@ -12,7 +12,9 @@ Threads: ``route`` runs on whichever thread holds the read side's token
 :mod:`jsclient.core.reader`): one at a time, so ``in_msgs``/``in_bytes``
 need no lock.  Other threads add and remove entries of ``subs`` (under
 ``sub_lock``) and ``waiters`` (no lock: dict operations are atomic, and a
-waiter is listed before its request is sent).
+waiter is listed before its request is sent).  ``take_shaped`` alone runs a
+caller's :class:`~jsclient.protocol.ReplyShape` reader, on that caller's
+thread: the reader thread only ever makes messages.
 
 Locks: ``sub_lock`` guards changes to ``subs`` (never nested with the
 writer's locks).  The futures' lock (:func:`jsclient.futures.settle_lock`)
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import ServerError, SubscriptionClosedError, server_error
 from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..message import Msg
-from ..protocol import Err, Info, MsgEvent, Ping, Pong
+from ..protocol import Err, Info, MsgEvent, OwnFrame, Ping, Pong, ReplyShape
 from .requests import count_settled, settle_reply
 from .state import Waiter
 
@@ -101,7 +103,7 @@ class Router:
                 return True
         return self.route((msg,))
 
-    def take_own(self, token: str, reply: tuple[bytes | None, bytes], waiter: Waiter) -> bool:
+    def take_own(self, token: str, frame: OwnFrame, waiter: Waiter) -> bool:
         """The reply of the request() caller holding ``token``, as read by that caller (see
         :meth:`jsclient.protocol.Parser.feed_reply`): its waiter's ``msg`` (the lock left alone).
 
@@ -109,12 +111,28 @@ class Router:
         """
         if self.waiters.pop(token, None) is not waiter:
             return False
-        header, data = reply
-        msg = Msg(self.prefix + token, self.resp_sid, None, header, data)
+        raw, body, split, stop = frame
+        msg = Msg(self.prefix + token, self.resp_sid, None, raw[body:split] if split > body else None, raw[split:stop])
         msg._conn = self._conn
         self.in_msgs += 1
-        self.in_bytes += len(data)
+        self.in_bytes += stop - split
         waiter.msg = msg
+        return True
+
+    def take_shaped(self, token: str, groups: tuple[bytes, ...], waiter: Waiter, shape: ReplyShape[Any]) -> bool:
+        """:meth:`take_own` of a reply read in one match (see
+        :meth:`jsclient.protocol.Parser.feed_shaped`): ``msg`` is what the shape's reader made of it, or
+        the message when the reader did not know it."""
+        if self.waiters.pop(token, None) is not waiter:
+            return False
+        payload = groups[-1]
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
+        value = shape.read(groups)
+        if value is None:
+            value = Msg(self.prefix + token, self.resp_sid, None, groups[2] if shape.headers else None, payload)
+            value._conn = self._conn
+        waiter.msg = value
         return True
 
     def route(self, events: Sequence[Any]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Error
 from ..message import Msg
@@ -39,7 +39,8 @@ class Waiter:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.lock.acquire()
-        self.msg: Msg | None = None
+        #: The reply: a Msg, or what the caller's ReplyReader made of it (see Router.take_own).
+        self.msg: Any = None
         self.error: Error | None = None
 
     def wait(self, timeout: float | None) -> bool:

@@ -30,6 +30,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..errors import InvalidArgumentError, JetStreamAPIError, api_error
+from ..protocol import ReplyShape, reply_pattern
 
 T = TypeVar("T")
 S = TypeVar("S", bound="_Struct")
@@ -648,6 +649,22 @@ def decode_ack(data: bytes, kind: type[AckT], what: str) -> AckT:
         e = reply.error
         raise api_error(e.code, e.err_code, e.description)
     return reply
+
+
+def _read_pub_ack(groups: tuple[bytes, ...]) -> PubAck | None:
+    """A plain publish ack decoded at once; an error or anything else goes the general way, where
+    decode_pub_ack names it."""
+    data = groups[1]
+    if b'"error"' in data:
+        return None
+    try:
+        return PUB_ACK_DECODER.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+#: A publish ack as its publisher reads it on arrival (a status, with headers, goes the general way).
+PUB_ACK_REPLY = ReplyShape(reply_pattern(None), _read_pub_ack, headers=False)
 
 
 def decode_pub_ack(data: bytes) -> PubAck:

@@ -23,7 +23,7 @@ import msgspec
 from msgspec import UNSET
 
 from ..backoff import Backoff
-from ..checks import seconds, whole
+from ..checks import check_timeout, seconds, whole
 from ..core import fork
 from ..errors import (
     DirectGetDisabledError,
@@ -40,7 +40,7 @@ from ..errors import (
 )
 from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
-from ..protocol import check_publish_subject, check_subscribe_subject
+from ..protocol import ReplyShape, check_publish_subject, check_subscribe_subject
 from . import api, batch, fastbatch, features, msgopts
 from .api import (
     AccountInfo,
@@ -123,9 +123,10 @@ class JetStream:
         self.prefix = prefix
         self.domain = domain
         self.timeout = float(timeout)
-        #: (stream, subject) -> direct-get subject of its last message and the start of its answer's header
-        #: block, once checked (see direct.read_last; a cache: losing it costs a check).
-        self.last_requests: dict[tuple[str, str], tuple[str, bytes]] = {}
+        #: (stream, subject) -> direct-get subject of its last message, the start of its answer's header
+        #: block and the shape of that answer, once checked (see direct.read_last; a cache: losing it costs
+        #: a check).
+        self.last_requests: dict[tuple[str, str], tuple[str, bytes, ReplyShape[StoredMessage]]] = {}
         self.publish_async_max_pending = publish_async_max_pending
         self._window = _Window()
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
@@ -661,12 +662,16 @@ class JetStream:
         options = (msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl,
                    schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone)
         hdrs = headers if options == _NO_OPTIONS else self._publish_headers(subject, headers, options)
+        if timeout:
+            check_timeout(timeout)
         wait = timeout or self.timeout
-        request = self.conn.request
         try:
-            reply = request(subject, payload, timeout=wait, headers=hdrs)
+            reply = self.conn.core.request(subject, payload, wait, hdrs, api.PUB_ACK_REPLY)
         except NoRespondersError:
+            request = self.conn.request
             reply = self._publish_retry(lambda: request(subject, payload, timeout=wait, headers=hdrs), subject)
+        if isinstance(reply, PubAck):
+            return reply  # read as it arrived
         return api.decode_pub_ack(reply.data)
 
     def _publish_headers(

@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..headers import Headers, parse, status_of
 from ..message import Msg
-from ..protocol import check_publish_subject, check_subscribe_subject, remember
+from ..protocol import ReplyShape, check_publish_subject, check_subscribe_subject, remember, reply_pattern
 from . import api
 from .manager import DIRECT_BATCH, MessageManager, Verdict
 from .status import Kind, Status
@@ -86,6 +86,14 @@ _FIXED_DELIVERY = re.compile(
 
 #: What follows ``Nats-Sequence: `` in that block.
 _FIXED_TAIL = re.compile(rb"(\d+)\r\nNats-Time-Stamp: ([^\r\n]*)\r\n\r\n")
+
+#: A whole direct-get reply whose header block is that one, for a caller that reads its own reply
+#: (see :class:`~jsclient.protocol.ReplyShape`): groups (header size, total size, block, the block up to
+#: the sequence (see :func:`delivery_head`), sequence, time stamp, payload).
+DELIVERY_REPLY = reply_pattern(
+    rb"(NATS/1\.0\r\nNats-Stream: [^\r\n]*\r\nNats-Subject: [^\r\n]*\r\nNats-Sequence: )"
+    rb"(\d+)\r\nNats-Time-Stamp: ([^\r\n]*)\r\n\r\n"
+)
 
 
 def delivery_head(stream: str, subject: str) -> bytes:
@@ -273,25 +281,29 @@ def read_last(js: JetStream, stream: str, subject: str, timeout: float | None) -
 
     The hot path of ``direct_get(last_by_subj=...)``: a message stored without
     headers of its own comes back in a block that starts with what the cache
-    already knows (:func:`delivery_head`), so only its sequence and time are read.
+    already knows (:func:`delivery_head`), so only its sequence and time are
+    read, by the caller in one match as the reply arrives (:func:`last_shape`).
     """
     known = js.last_requests.get((stream, subject)) if type(stream) is str and type(subject) is str else None
     if known is None:
         api.check_name("stream", stream)
         check_publish_subject(subject, "last_by_subj")
+        head = delivery_head(stream, subject)
         known = remember(
             js.last_requests,
             (stream, subject),
-            (f"{js.prefix}.DIRECT.GET.{stream}.{subject}", delivery_head(stream, subject)),
+            (f"{js.prefix}.DIRECT.GET.{stream}.{subject}", head, last_shape(stream, subject, head)),
         )
     if timeout:
         check_timeout(timeout)
     else:
         timeout = js.timeout
     try:
-        reply = js.conn.core.request(known[0], b"", timeout, None)
+        reply = js.conn.core.request(known[0], b"", timeout, None, known[2])
     except NoRespondersError:
         raise no_direct(js, stream) from None
+    if isinstance(reply, StoredMessage):
+        return reply  # read as it arrived
     header = reply.header
     head = known[1]
     if header and header.startswith(head):
@@ -299,6 +311,16 @@ def read_last(js: JetStream, stream: str, subject: str, timeout: float | None) -
         if m is not None:
             return StoredMessage.known(reply.data, stream, subject, int(m[1]), m[2])
     return stored_reply(reply, stream)
+
+
+def last_shape(stream: str, subject: str, head: bytes) -> ReplyShape[StoredMessage]:
+    """How read_last's caller reads its own reply: the message, when stored without headers of its own."""
+
+    def read(groups: tuple[bytes, ...]) -> StoredMessage | None:
+        _, _, _, block_head, seq, stamp, data = groups
+        return StoredMessage.known(data, stream, subject, int(seq), stamp) if block_head == head else None
+
+    return ReplyShape(DELIVERY_REPLY, read, headers=True)
 
 
 def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> StoredMessage:

@@ -38,10 +38,11 @@ from ..errors import (
 )
 from ..headers import Headers, status_of
 from ..message import Msg
-from ..protocol import remember
+from ..protocol import ReplyShape, remember
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
 from .direct import (
+    DELIVERY_REPLY,
     StoredMessage,
     delivery_head,
     fixed_delivery,
@@ -100,6 +101,7 @@ class KeyValueEntry(NamedTuple):
 #: Builds a KeyValueEntry from all its fields without the Python-level ``__new__`` a NamedTuple has
 #: (kv.get's hot path: a frame less between the reply's arrival and the return).
 _new_entry = tuple.__new__
+fromisoformat = dt.datetime.fromisoformat
 
 
 class KeyValueStatus(NamedTuple):
@@ -112,6 +114,22 @@ class KeyValueStatus(NamedTuple):
     info: api.StreamInfo
     #: How long the server's markers of removed keys live (0: the bucket has no limit markers).
     limit_marker_ttl: float = 0.0
+
+
+def _entry_shape(bucket: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry]:
+    """How get()'s caller reads its own reply: the entry of a value put without headers, in one match."""
+
+    def read(groups: tuple[bytes, ...]) -> KeyValueEntry | None:
+        _, _, _, block_head, seq, stamp, value = groups
+        if block_head != head:
+            return None  # another stream's (a mirror's) or subject's
+        try:
+            created = fromisoformat(stamp.decode())
+        except ValueError:  # UnicodeDecodeError included: get() reads any other form the long way
+            return None
+        return _new_entry(KeyValueEntry, (bucket, key, value, int(seq), created, PUT, 0))
+
+    return ReplyShape(DELIVERY_REPLY, read, headers=True)
 
 
 def _operation(op: str | None, reason: str | None = None) -> str:
@@ -132,9 +150,10 @@ class KeyValue:
         self.origin = origin
         self._prefix = f"$KV.{origin or bucket}."
         self._direct = direct
-        #: key -> its direct-get subject and the start of the header block its answer has when the value was
-        #: put without headers (see direct.fixed_tail), for keys already checked (a cache: losing it costs a check).
-        self._last_requests: dict[str, tuple[str, bytes]] = {}
+        #: key -> its direct-get subject, the start of the header block its answer has when the value was
+        #: put without headers (see direct.fixed_tail) and the shape of that answer (:func:`_entry_shape`),
+        #: for keys already checked (a cache: losing it costs a check).
+        self._last_requests: dict[str, tuple[str, bytes, ReplyShape[KeyValueEntry]]] = {}
 
     def __repr__(self) -> str:
         return f"<KeyValue bucket={self.bucket!r}>"
@@ -149,9 +168,11 @@ class KeyValue:
                 known = self._last_request(key)
             js = self._js
             try:
-                reply = js.conn.core.request(known[0], b"", js.timeout, None)
+                reply = js.conn.core.request(known[0], b"", js.timeout, None, known[2])
             except NoRespondersError:
                 raise no_direct(js, self.stream) from None
+            if isinstance(reply, KeyValueEntry):
+                return reply  # read as it arrived
             # A value put without headers: no KV-Operation, so a put, and only two fields to read.
             header = reply.header
             if header:
@@ -181,12 +202,13 @@ class KeyValue:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
         return self._entry(key, stored)
 
-    def _last_request(self, key: str) -> tuple[str, bytes]:
+    def _last_request(self, key: str) -> tuple[str, bytes, ReplyShape[KeyValueEntry]]:
         """What get() needs to know of ``key``, once the key is checked (then remembered)."""
         check_key(key)
         subject = self._prefix + key
         request = f"{self._js.prefix}.DIRECT.GET.{self.stream}.{subject}"
-        return remember(self._last_requests, key, (request, delivery_head(self.stream, subject)))
+        head = delivery_head(self.stream, subject)
+        return remember(self._last_requests, key, (request, head, _entry_shape(self.bucket, key, head)))
 
     def _entry(self, key: str, stored: StoredMessage) -> KeyValueEntry:
         """The entry get() returns; KeyDeletedError for a delete or purge marker."""
