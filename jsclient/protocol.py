@@ -641,6 +641,7 @@ HPUB_REPLY_FRAME = b"HPUB %s %s %d %d\r\n%s%s\r\n"  # subject, reply, header siz
 #: A request's PUB line in two parts: a head cached per subject, then its reply token and size.
 REQUEST_HEAD = b"PUB %s %s"  # subject, reply inbox prefix
 REQUEST_LINE = b"%s%d %d\r\n"  # request head, reply token, payload size
+REQUEST_FRAME = b"%s%d %d\r\n%s\r\n"  # the same with the payload: a whole frame in one step
 #: The start of the reply's control line that :meth:`Parser.feed_reply` expects.
 REPLY_LINE = b"MSG %s%d %d "  # reply inbox prefix, reply token, sid
 #: One whole reply frame as :meth:`Parser.feed_reply` finds it: the bytes, where the header block

@@ -35,7 +35,7 @@ from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..headers import HeadersInput, status_of
 from ..message import Msg
 from ..payload import as_bytes as _as_bytes
-from ..protocol import REQUEST_HEAD, REQUEST_LINE, PubEncoder, R, ReplyShape, remember
+from ..protocol import REQUEST_FRAME, REQUEST_HEAD, REQUEST_LINE, PubEncoder, R, ReplyShape, remember
 from ..scheduler import Scheduler
 from .state import Waiter
 
@@ -139,20 +139,23 @@ class Requests:
         waiter = spare.pop() if spare else Waiter()
         waiters = self._waiters
         waiters[token] = waiter
+        answered = False
         try:
             n = len(payload)
             head = self.heads.get(subject) if headers is None and type(subject) is str else None
             if head is None and headers is None:
                 head = self._new_head(subject)
-            if head is None or n > self._encoder.max_payload or not self._writer.send_message(
-                REQUEST_LINE % (head, number, n), payload, n
+            if head is None or n > self._encoder.max_payload or not self._writer.send_frame(
+                REQUEST_FRAME % (head, number, n, payload), n
             ):
                 self._publish(subject, payload, token, headers, send_now=True)
-            if not self._reader.await_reply(waiter, timeout, token, number, shape):
-                raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
+            answered = self._reader.await_reply(waiter, timeout, token, number, shape)
         finally:
-            if waiters.pop(token, None) is waiter:
-                spare.append(waiter)  # unanswered, and nobody else can reach it: as good as new
+            # Unanswered and still listed: nobody else can reach it now, so it is as good as new.
+            if not answered and waiters.pop(token, None) is waiter:
+                spare.append(waiter)
+        if not answered:
+            raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
         # Answered: whoever took it from the table filled it once and holds it no more.
         error, msg = waiter.error, waiter.msg
         waiter.error = waiter.msg = None

@@ -250,7 +250,7 @@ class Session:
                 w.threshold = w.max_pending
                 self.connected_url = url
             if data:
-                w.sendall(data)
+                w.sendall(data, 0)
         if rest:
             self.router.route(rest)
         self._keep(self.reader.start(transport, parser, gen))

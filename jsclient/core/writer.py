@@ -173,17 +173,22 @@ class Writer:
         finally:
             lock.release()
 
-    def send_message(self, head: bytes, payload: bytes, n: int) -> bool:
-        """:meth:`queue_message` and :meth:`send_soon` in one, for a frame its caller waits on.
+    def send_frame(self, frame: bytes, n: int) -> bool:
+        """A whole frame its caller waits on (a request's, ``n`` its payload size): queued and sent at once.
 
         With nothing buffered and nobody sending, the frame goes to the
         socket from here without passing through the buffer: a request()
         caller's turnaround, which on a virtual machine decides whether the
-        server is still awake to answer quickly.  False as queue_message.
+        server is still awake to answer quickly.  False (nothing queued) as
+        :meth:`queue_message`.
         """
         if not self.send_lock.acquire(False):  # positional: a keyword costs a C argument parse per request
-            if not self.queue_message(head, payload, n, sending=True):
-                return False
+            with self.write_lock:
+                if not self.accepting or len(self.buf) >= self.threshold:
+                    return False
+                self.buf += frame
+                self.out_msgs += 1
+                self.out_bytes += n
             self.send_soon()  # someone is sending: the flusher sends this after them
             return True
         try:
@@ -193,15 +198,15 @@ class Writer:
                     return False
                 self.out_msgs += 1
                 self.out_bytes += n
+                data: bytes | bytearray = frame
+                pings = 0
                 if buf or self.link.transport is None:
-                    buf += head
-                    buf += payload
-                    buf += b"\r\n"
+                    buf += frame
                     taken = self.take_buffer()
-                else:
-                    taken = (head + payload + b"\r\n", 0)
-            if taken is not None:
-                self.sendall(*taken)
+                    if taken is None:
+                        return True  # offline: it leaves with the buffer once reconnected
+                    data, pings = taken
+            self.sendall(data, pings)
             return True
         finally:
             self.send_lock.release()
@@ -262,7 +267,7 @@ class Writer:
             if taken is not None:
                 self.sendall(*taken)
 
-    def sendall(self, data: bytearray | bytes, pings: int = 0) -> None:
+    def sendall(self, data: bytearray | bytes, pings: int) -> None:
         """Under send_lock.  On failure the bytes go back to the front of the buffer."""
         link = self.link
         transport, gen = link.transport, link.gen
