@@ -101,7 +101,7 @@ class KeyValueEntry(NamedTuple):
 #: Builds a KeyValueEntry from all its fields without the Python-level ``__new__`` a NamedTuple has
 #: (kv.get's hot path: a frame less between the reply's arrival and the return).
 _new_entry = tuple.__new__
-fromisoformat = dt.datetime.fromisoformat
+_fromisoformat = dt.datetime.fromisoformat
 
 
 class KeyValueStatus(NamedTuple):
@@ -124,7 +124,7 @@ def _entry_shape(bucket: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry
         if block_head != head:
             return None  # another stream's (a mirror's) or subject's
         try:
-            created = fromisoformat(stamp.decode())
+            created = _fromisoformat(stamp.decode())
         except ValueError:  # UnicodeDecodeError included: get() reads any other form the long way
             return None
         return _new_entry(KeyValueEntry, (bucket, key, value, int(seq), created, PUT, 0))
