@@ -227,6 +227,20 @@ def test_publish_async_bad_timeout_rejected_before_sending(js: jsclient.JetStrea
     assert js.stream_info("BADTIMEOUT").state.messages == 1
 
 
+@pytest.mark.parametrize("timeout", [-1, float("nan"), "5", True])
+def test_publish_bad_timeout_rejected_before_sending(
+    nc: jsclient.Connection, js: jsclient.JetStream, timeout: object
+) -> None:
+    """js.publish calls the core's request, past the public request()'s checks: it checks its timeout itself."""
+    js.add_stream(name="BADTIMEOUT", subjects=["badtimeout"], storage="memory")
+    before = nc.stats()["out_msgs"]
+    with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
+        js.publish("badtimeout", b"x", timeout=timeout)  # type: ignore[arg-type]
+    assert nc.stats()["out_msgs"] == before and nc.is_connected
+    assert js.publish("badtimeout", b"y", timeout=5).seq == 1  # nothing else went out
+    assert js.stream_info("BADTIMEOUT").state.messages == 1
+
+
 def test_publish_async_window_blocks_then_times_out(server: NatsServer) -> None:
     with jsclient.connect(server.url) as nc:
         nc.subscribe("silent.stream")  # takes the publish, never acks
