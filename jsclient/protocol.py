@@ -311,11 +311,12 @@ class Parser:
             if nl < 0 or nl > self.max_control_line or not raw.startswith(line, 1):
                 return None
             hsize, _, tsize = raw[at:nl].partition(b" ")
-            # ASCII digits only: what int() takes and feed() too; an empty block is left to feed().
-            if not (hsize.isdigit() and tsize.isdigit()) or hsize == b"0":
+            if not (hsize.isdigit() and tsize.isdigit()):  # ASCII digits only: what int() takes and feed() too
                 return None
             body = nl + 2
             split = body + int(hsize)
+            if split == body:
+                return None  # an empty header block ("0", "00"): left to feed(), which keeps it as b""
         else:
             at = len(line)
             nl = raw.find(b"\r\n", at)

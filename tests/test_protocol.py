@@ -364,6 +364,16 @@ def test_feed_reply_takes_its_own_reply_exactly_as_feed_does(
     assert busy.feed_reply(wire, line) is None
 
 
+def test_feed_reply_leaves_an_empty_header_block_to_feed() -> None:
+    """HMSG with a header size of 0 (or 00): feed() keeps an empty block (b""), which bounds cannot say."""
+    line = REPLY_LINE % (b"_INBOX.mux.", 5, 1)
+    for size in (b"0", b"00"):
+        wire = b"HMSG _INBOX.mux.5 1 %s 2\r\nhi\r\n" % size
+        assert Parser().feed_reply(wire, line) is None
+        (event,) = Parser().feed(wire)
+        assert (event.header, event.data) == (b"", b"hi")
+
+
 #: The shape the tests read: a header block of one "X: <hex>" line, its value a group of its own.
 X_SHAPE = ReplyShape(reply_pattern(rb"NATS/1\.0\r\nX: ([0-9a-f]*)\r\n\r\n"), lambda groups: groups, headers=True)
 PLAIN_SHAPE = ReplyShape(reply_pattern(None), lambda groups: groups, headers=False)

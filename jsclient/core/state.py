@@ -39,7 +39,7 @@ class Waiter:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.lock.acquire()
-        #: The reply: a Msg, or what the caller's ReplyReader made of it (see Router.take_own).
+        #: The reply: a Msg, or what the reader of the caller's ReplyShape made of it (see Router.take_shaped).
         self.msg: Any = None
         self.error: Error | None = None
 
