@@ -8,8 +8,8 @@ client inherits another's threads or event loop.  On a machine with two or
 more cores the server, feeder and responder are pinned to core 0 and the
 measured client to core 1, the same for every client, so the infrastructure
 does not steal the client's core at random (unpinned runs here varied by 2x).  Each pair runs ``--repeat``
-times, the clients of a row taking turns, and the median is reported, with the ratio to nats-py and the
-target.
+times, the clients of a row taking turns (jsclient and raw side by side, see :func:`round_order`), and the
+median is reported, with the ratio to nats-py, the share of raw and the target.
 These are measurements, not tests: nothing here asserts a time.
 """
 
@@ -155,6 +155,21 @@ def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: s
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["rate"])
 
 
+def round_order(clients: tuple[str, ...], round_no: int) -> list[str]:
+    """The clients of one round: jsclient and raw first and side by side, which goes first taking turns.
+
+    "% raw" divides the two rates of a round, so the two should run as close
+    in time as they can: with nats-py's run between them (a second or more,
+    and a process start) a slow spell of the machine could fall on one and
+    not the other.  Taking turns at going first cancels any cost or gain of
+    following another client's run.
+    """
+    pair = [c for c in ("jsclient", "raw") if c in clients]
+    if round_no % 2:
+        pair.reverse()
+    return pair + [c for c in clients if c not in pair]
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -217,15 +232,17 @@ def main() -> None:
                     target = server
                     if row.own_server:
                         target = own.enter_context(started(NatsServer(websocket=True), pinned=row.pinned))
-                    for _ in range(args.repeat):
-                        for client in clients:
+                    for round_no in range(args.repeat):
+                        for client in round_order(clients, round_no):
                             rate = measure(client, row, target, args.scale, args.old)
                             if rate is not None:
                                 runs[client].append(rate)
                 results[row.key] = {}
                 for client, ok in runs.items():
                     results[row.key][client] = statistics.median(ok) if ok else None
-                    print(f"  {row.key:<20} {client:<9} {results[row.key][client] or 0:>12,.0f}", file=sys.stderr)
+                    each = " ".join(f"{rate:,.0f}" for rate in ok)  # by round: a stall shows as one low rate
+                    median = results[row.key][client] or 0
+                    print(f"  {row.key:<20} {client:<9} {median:>12,.0f}  ({each})", file=sys.stderr)
                 shares = paired_shares(runs)
                 if shares:
                     results[row.key][SHARE] = statistics.median(shares)

@@ -38,6 +38,18 @@ def test_benchmark_harness_runs_every_client() -> None:
         assert f"fast-ingest / publish_async, {how}: " in table, table
 
 
+def test_jsclient_and_raw_run_side_by_side_taking_turns_at_going_first() -> None:
+    """The share of raw divides the rates of one round: its two runs are next to each other in every round."""
+    from benchmarks.__main__ import OLD, round_order
+
+    clients = ("jsclient", "nats-py", "raw", OLD)
+    rounds = [round_order(clients, n) for n in range(4)]
+    assert rounds[0] == ["jsclient", "raw", "nats-py", OLD]
+    assert rounds[1] == ["raw", "jsclient", "nats-py", OLD]
+    assert rounds[2] == rounds[0] and rounds[3] == rounds[1]
+    assert round_order(("jsclient", "nats-py"), 1) == ["jsclient", "nats-py"]  # no raw: nothing to pair
+
+
 def run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m module args`` from the project root, which must succeed."""
     proc = subprocess.run(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
+import socket
 import threading
 import time
 import weakref
@@ -625,6 +626,47 @@ def test_a_request_leaves_after_the_publishes_before_it(server: NatsServer) -> N
             assert not any(t.is_alive() for t in threads)
         assert not wrong, f"requests overtook publishes (expected, seen): {wrong[:5]}"
         assert sum(counts.values()) == 4 * 300
+    finally:
+        responder.close()
+
+
+def test_a_request_whose_send_fails_goes_again_on_the_next_connection(server: NatsServer) -> None:
+    """A request() frame that goes straight to the socket and fails there is not lost: it goes back to the
+    buffer, leaves on the new connection, and its caller gets the one answer.
+
+    White-box: the socket's sending side is shut under the client, so the frame's own send fails
+    (EPIPE).  The reader is parked meanwhile (callers read their own replies), so the send is what
+    finds the loss: the error callback's BrokenPipeError shows that path ran.
+    """
+    seen: Counter[bytes] = Counter()
+    responder = jsclient.connect(server.url)
+
+    def answer(msg: jsclient.Msg) -> None:
+        seen[msg.data] += 1
+        msg.respond(b"re:" + msg.data)
+
+    responder.subscribe("svc.resend", cb=answer)
+    responder.flush()
+    errors = ErrorLog()
+    back = threading.Event()
+    try:
+        with jsclient.connect(
+            server.url, reconnect_time_wait=0.05, error_cb=errors, reconnected_cb=back.set
+        ) as nc:
+            side = nc._session.link.reading
+            assert side is not None
+            deadline = time.monotonic() + 5
+            while not side.parked and time.monotonic() < deadline:
+                nc.request("svc.resend", b"warm")
+            assert side.parked
+            nc.request("svc.resend", b"warm")  # read by this caller: the reader stays parked for its next look
+            transport = nc._session.link.transport
+            assert transport is not None and transport.sock is not None
+            transport.sock.shutdown(socket.SHUT_WR)
+            assert nc.request("svc.resend", b"after", timeout=10).data == b"re:after"
+            assert back.wait(5)  # callbacks run on their own thread, maybe after the reply
+            assert isinstance(errors.errors[0], BrokenPipeError), errors.errors
+        assert seen[b"after"] == 1
     finally:
         responder.close()
 

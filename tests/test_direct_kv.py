@@ -262,6 +262,14 @@ def test_each_reply_shape_matches_what_the_server_writes(server: NatsServer, js:
     groups = Parser().feed_shaped(raw_reply(server, request), line, shape)
     assert groups is not None and shape.read(groups) == entry and shape.read(groups).value == b"value"
     assert entry.created is not None and entry.created.tzinfo is not None
+    # The shape's values run to the next CR: a stray LF in the stream's name or the stamp still matches,
+    # and is never read as an entry (the general reading decides).
+    frame = raw_reply(server, request)
+    stamp_at = frame.index(b"Nats-Time-Stamp: ") + len(b"Nats-Time-Stamp: ")
+    for at in (frame.index(b"KV_shapes") + 2, stamp_at + 4):
+        bent = frame[:at] + b"\n" + frame[at + 1 :]
+        got = Parser().feed_shaped(bent, line, shape)
+        assert got is not None and shape.read(got) is None
     kv.delete("k")  # a marker with a KV-Operation header: the block is another
     assert Parser().feed_shaped(raw_reply(server, request), line, shape) is None
     with pytest.raises(errors.KeyDeletedError):

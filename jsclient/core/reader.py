@@ -210,13 +210,13 @@ class Reader:
                         if shape is not None:
                             groups = side.parser.feed_shaped(data, shaped, shape)
                             if groups is not None and self.router.take_shaped(token, groups, waiter, shape):
-                                if spin_until:
+                                if spin_until and side.spin.misses:  # no call when the count is at 0 already
                                     side.spin.hit()
                                 listed = 0  # its waiter is no longer listed
                                 return True
                         frame = side.parser.feed_reply(data, line)
                         if frame is not None and self.router.take_own(token, frame, waiter):
-                            if spin_until:
+                            if spin_until and side.spin.misses:
                                 side.spin.hit()
                             listed = 0  # its waiter is no longer listed
                             return True
@@ -228,7 +228,7 @@ class Reader:
                 if time.monotonic() >= deadline:  # a socket that keeps bringing others' messages
                     return waiter.lock.acquire(False)
             else:
-                if spin_until:
+                if spin_until and side.spin.misses:
                     side.spin.hit()
                 return True
         finally:

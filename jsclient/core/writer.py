@@ -192,21 +192,32 @@ class Writer:
             self.send_soon()  # someone is sending: the flusher sends this after them
             return True
         try:
-            with self.write_lock:
+            lock = self.write_lock
+            lock.acquire()  # not `with`: looking up __enter__ and __exit__ costs more than the lock itself
+            try:
                 buf = self.buf
                 if not self.accepting or len(buf) >= self.threshold:
                     return False
                 self.out_msgs += 1
                 self.out_bytes += n
-                data: bytes | bytearray = frame
-                pings = 0
-                if buf or self.link.transport is None:
+                link = self.link
+                alone = None if buf else link.transport  # nothing ahead of the frame: it leaves by itself
+                if alone is None:
                     buf += frame
                     taken = self.take_buffer()
                     if taken is None:
                         return True  # offline: it leaves with the buffer once reconnected
                     data, pings = taken
-            self.sendall(data, pings)
+                gen = link.gen
+            finally:
+                lock.release()
+            if alone is None:
+                self.sendall(data, pings)  # after what was buffered before it
+                return True
+            try:
+                alone.sendall(frame)  # straight to the socket, without a frame of sendall's
+            except OSError as exc:
+                self._unsent(frame, 0, exc, gen)
             return True
         finally:
             self.send_lock.release()
@@ -276,11 +287,14 @@ class Writer:
                 raise OSError("not connected")
             transport.sendall(data)
         except OSError as exc:
-            with self.write_lock:
-                # Unsent as far as we know: keep it ahead of newer frames.
-                self.buf[:0] = data
-                self.pings += pings
-            self._lost(exc, gen)
+            self._unsent(data, pings, exc, gen)
+
+    def _unsent(self, data: bytearray | bytes, pings: int, exc: OSError, gen: int) -> None:
+        """Under send_lock, a send failed: unsent as far as we know, ``data`` goes back ahead of newer frames."""
+        with self.write_lock:
+            self.buf[:0] = data
+            self.pings += pings
+        self._lost(exc, gen)
 
     def send_last(self) -> None:
         """Closing: send what publish() accepted, best effort, within a second."""
