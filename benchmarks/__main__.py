@@ -297,7 +297,8 @@ def print_rst(
     print(f"Measured {date or time.strftime('%Y-%m-%d')} on {host or machine()}, medians of {repeat} runs, by")
     print("``make bench`` (clients pinned to one core, server and feeders to the other); % raw is the median")
     print("over rounds of jsclient's rate over the raw socket's in the same round.\n")
-    widths = (48, 12, 12, 12, 12, 8, 8, 8)
+    first = max(48, *(len(row.title) for row in rows))  # a title wider than its column breaks the table
+    widths = (first, 12, 12, 12, 12, 8, 8, 8)
     names = ("row", "jsclient", "nats-py", "pynats2", "raw", "% raw", "ratio", "target")
     border = "  ".join("=" * w for w in widths)
     print(border)

@@ -339,10 +339,16 @@ class Parser:
         the header block after it; the sizes on the control line must be
         those of the block and payload matched, so a frame followed by
         another, or cut short, is not taken.  None: :meth:`feed` decides.
+        A frame equal to the last one a repeating shape matched (but for its
+        line, where the token differs) gives that frame's groups again.
         """
         if self._pending is not None or self._pos != len(self._buf) or not data.startswith(line):
             return None
-        m = shape.pattern.fullmatch(data, len(line))
+        start = len(line)
+        last = shape.last
+        if last is not None and len(data) - start == len(last[0]) and data.endswith(last[0]):
+            return last[1]  # byte for byte the frame matched last time after its line: the same groups
+        m = shape.pattern.fullmatch(data, start)
         if m is None:
             return None
         groups = m.groups()
@@ -353,6 +359,8 @@ class Parser:
                 return None
         elif int(groups[0]) != len(payload):
             return None
+        if shape.repeats and len(data) - start <= REPEAT_MAX:
+            shape.last = (data[start:], groups)  # one store: a thread reading it sees both or neither
         return groups
 
     def _msg_run(self, rest: memoryview, pos: int, append: Any) -> int:
@@ -663,15 +671,36 @@ class ReplyShape(Generic[R]):
     becomes a message as any other.  ``read`` runs on the caller's thread
     only and must not raise.  A JetStream read takes a direct get's sequence
     and time, or a publish ack, this way, without a message in between.
+    With ``repeats``, ``read`` is given the very same groups (the same tuple)
+    for a frame that came again: a reader whose answer cannot change under
+    its caller may keep it for that case.
     """
 
-    __slots__ = ("headers", "line", "pattern", "read")
+    __slots__ = ("headers", "last", "line", "pattern", "read", "repeats")
 
-    def __init__(self, pattern: re.Pattern[bytes], read: Callable[[tuple[bytes, ...]], R | None], *, headers: bool):
+    def __init__(
+        self,
+        pattern: re.Pattern[bytes],
+        read: Callable[[tuple[bytes, ...]], R | None],
+        *,
+        headers: bool,
+        repeats: bool = False,
+    ) -> None:
         self.pattern = pattern
         self.read = read
         self.headers = headers
         self.line = b"H" if headers else b""  # what comes before REPLY_LINE
+        #: The answer may come again byte for byte (a key or subject read again, its value unchanged):
+        #: the last frame of at most REPEAT_MAX bytes is kept, after its line, with its groups, and
+        #: the same frame again costs a comparison instead of a match.  Not for answers that differ
+        #: every time (a publish ack's sequence), which would only pay for the copy.
+        self.repeats = repeats
+        self.last: tuple[bytes, tuple[bytes, ...]] | None = None
+
+
+#: The largest frame (after its line) a repeating :class:`ReplyShape` keeps: a shape is kept per key
+#: or subject (up to PREFIX_CACHE_MAX of them), each holding the frame and its groups, about twice this.
+REPEAT_MAX = 1024
 
 
 def reply_pattern(block: bytes | None) -> re.Pattern[bytes]:

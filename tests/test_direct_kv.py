@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import socket
+import threading
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ from jsclient.jetstream import api
 from jsclient.jetstream.api import PUB_ACK_REPLY
 from jsclient.jetstream.direct import StoredMessage, delivery_head, fixed_delivery, fixed_tail, parse_timestamp
 from jsclient.message import Msg
-from jsclient.protocol import REPLY_LINE, Parser
+from jsclient.protocol import REPEAT_MAX, REPLY_LINE, Parser
 from jsclient.server import NatsServer
 
 from .proxy import FrameProxy
@@ -299,6 +300,75 @@ def test_each_reply_shape_matches_what_the_server_writes(server: NatsServer, js:
     assert groups is not None and b'"error"' in groups[1] and PUB_ACK_REPLY.read(groups) is None
     with pytest.raises(errors.JetStreamAPIError):
         js.publish("s.plain", b"again")
+
+
+def _read_own_replies(nc: jsclient.Connection, call: Any) -> None:
+    """Repeat ``call`` until the reader thread steps aside: from then on each caller reads its own reply,
+    in one match of its shape (white-box: that is the path the tests below are about)."""
+    side = nc._session.link.reading
+    assert side is not None
+    deadline = time.monotonic() + 5
+    while not side.parked and time.monotonic() < deadline:
+        call()
+    assert side.parked
+    call()  # read by the caller: the reader stays parked for its next look
+
+
+def test_a_value_read_again_unchanged_is_one_comparison(nc: jsclient.Connection, kv: jsclient.KeyValue) -> None:
+    """kv.get of a key whose value has not changed since its last read gets the same entry back (the frame
+    is compared with the last one, not matched); a put makes the next read a new one; a frame over
+    REPEAT_MAX is read afresh every time.  A direct get gets a new StoredMessage every time."""
+    kv.put("same", b"v1")
+    _read_own_replies(nc, lambda: kv.get("same"))
+    first = kv.get("same")
+    assert kv.get("same") is first and (first.key, first.value) == ("same", b"v1")
+    revision = kv.put("same", b"v2")
+    newer = kv.get("same")
+    assert (newer.value, newer.revision) == (b"v2", revision) and newer.revision > first.revision
+    assert kv.get("same") is newer
+    big = b"b" * REPEAT_MAX
+    kv.put("big", big)
+    got = [kv.get("big") for _ in range(3)]
+    assert all(entry == got[0] for entry in got) and got[0].value == big and got[1] is not got[0]
+    shape = kv._last_requests["big"][2]
+    assert shape.repeats and shape.last is None  # matched each time, never kept
+    assert kv._last_requests["same"][2].last is not None
+    stored = [kv._js.direct_get("KV_cfg", last_by_subj="$KV.cfg.same") for _ in range(3)]
+    assert stored[1] is not stored[2] and (stored[1].seq, stored[1].data) == (stored[2].seq, stored[2].data)
+    stored[1].data = b"changed by its caller"
+    assert kv._js.direct_get("KV_cfg", last_by_subj="$KV.cfg.same").data == b"v2"
+
+
+def test_reads_from_many_threads_during_puts_match_each_value_to_its_revision(
+    nc: jsclient.Connection, kv: jsclient.KeyValue
+) -> None:
+    """Shapes and their kept frames are shared by every thread reading a key: under gets from four threads
+    while a fifth puts, each entry's value is the one put at its revision."""
+    put: dict[int, bytes] = {kv.put("hot", b"0"): b"0"}
+    _read_own_replies(nc, lambda: kv.get("hot"))
+    seen: list[tuple[int, bytes]] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            entry = kv.get("hot")
+            seen.append((entry.revision, entry.value))
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for i in range(1, 200):
+        value = b"%d" % i
+        put[kv.put("hot", value)] = value
+        if i % 20 == 0:
+            time.sleep(0.01)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    wrong = [(revision, value) for revision, value in seen if put.get(revision) != value]
+    assert not wrong, wrong[:5]
+    assert len({revision for revision, _ in seen}) > 20  # the reads saw the value change many times
+    assert kv.get("hot").value == b"199"  # and the last read is of the last put, never a kept older frame
 
 
 def test_kv_semantics(kv: jsclient.KeyValue) -> None:

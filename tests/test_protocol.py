@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from jsclient.errors import BadSubjectError, ProtocolError
 from jsclient.protocol import (
+    REPEAT_MAX,
     REPLY_LINE,
     Err,
     Info,
@@ -427,6 +428,55 @@ def test_feed_shaped_takes_its_own_reply_of_that_shape_exactly_as_feed_does(
     busy = Parser()
     busy.feed(b"MSG a 1 5\r\nhel")  # something buffered: never the fast path
     assert busy.feed_shaped(wire, line, shape) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    frames=st.lists(
+        st.tuples(
+            st.integers(min_value=1, max_value=10**6),  # token
+            st.sampled_from([b"", b"a", b"ab"]),  # the header's value: few, so frames come again
+            st.sampled_from([b"", b"p", b"pq", b"p\r\nq", b"x" * 1100]),  # the last is over REPEAT_MAX
+            st.one_of(st.none(), st.tuples(st.integers(min_value=0, max_value=60), st.binary(min_size=1, max_size=2))),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_a_repeating_shape_gives_every_frame_what_a_fresh_match_gives(frames: list[tuple]) -> None:
+    """A shape that keeps its last frame answers a frame that came again (under another token) with that
+    frame's groups, the same tuple, and any other frame, however close, with a match of its own: never
+    groups of another frame."""
+    repeating = ReplyShape(X_SHAPE.pattern, X_SHAPE.read, headers=True, repeats=True)
+    last: tuple[bytes, tuple[bytes, ...]] | None = None  # what the shape should keep: (after the line, groups)
+    for token, value, payload, damage in frames:
+        header = header_block(value)
+        line = repeating.line + REPLY_LINE % (b"_INBOX.mux.", token, 7)
+        wire = line + b"%d %d\r\n%s%s\r\n" % (len(header), len(header) + len(payload), header, payload)
+        if damage is not None:
+            at = len(line) + damage[0]
+            wire = wire[:at] + damage[1] + wire[at + len(damage[1]) :]
+        got = Parser().feed_shaped(wire, line, repeating)
+        assert got == Parser().feed_shaped(wire, line, X_SHAPE)  # the same as a shape that keeps nothing
+        if last is not None and wire[len(line) :] == last[0]:
+            assert got is last[1]  # the kept groups, not a match
+        elif got is not None and len(wire) - len(line) <= REPEAT_MAX:
+            last = (wire[len(line) :], got)
+        assert repeating.last == last
+
+
+def test_a_repeating_shape_matches_a_frame_read_over_and_over_once() -> None:
+    repeating = ReplyShape(X_SHAPE.pattern, X_SHAPE.read, headers=True, repeats=True)
+    header = header_block(b"ab")
+    seen = []
+    for token in (1, 2, 30, 400):
+        line = repeating.line + REPLY_LINE % (b"_INBOX.mux.", token, 7)
+        wire = line + b"%d %d\r\n%sval\r\n" % (len(header), len(header) + 3, header)
+        seen.append(Parser().feed_shaped(wire, line, repeating))
+    assert seen[0] is not None and all(groups is seen[0] for groups in seen)
+    bent = wire.replace(b"val", b"vaL")  # the same length, one byte apart: matched again
+    assert Parser().feed_shaped(bent, line, repeating) == (*seen[0][:-1], b"vaL")
+    assert PLAIN_SHAPE.last is None and not PLAIN_SHAPE.repeats  # a shape keeps nothing unless asked
 
 
 @settings(max_examples=300, deadline=None)

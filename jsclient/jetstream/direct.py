@@ -325,7 +325,7 @@ def last_shape(stream: str, subject: str, head: bytes) -> ReplyShape[StoredMessa
         _, _, _, block_head, seq, stamp, data = groups
         return StoredMessage.known(data, stream, subject, int(seq), stamp) if block_head == head else None
 
-    return ReplyShape(DELIVERY_REPLY, read, headers=True)
+    return ReplyShape(DELIVERY_REPLY, read, headers=True, repeats=True)  # a new StoredMessage each time: mutable
 
 
 def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> StoredMessage:

@@ -117,19 +117,31 @@ class KeyValueStatus(NamedTuple):
 
 
 def _entry_shape(bucket: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry]:
-    """How get()'s caller reads its own reply: the entry of a value put without headers, in one match."""
+    """How get()'s caller reads its own reply: the entry of a value put without headers, in one match.
+
+    The same answer again (the value unchanged since) comes with the same groups, and gets the same
+    entry: a tuple of immutable values, which no caller can change under another.
+    """
+    last: tuple[tuple[bytes, ...], KeyValueEntry | None] = ((), None)
 
     def read(groups: tuple[bytes, ...]) -> KeyValueEntry | None:
+        nonlocal last
+        seen = last
+        if groups is seen[0]:
+            return seen[1]
         _, _, _, block_head, seq, stamp, value = groups
-        if block_head != head:
-            return None  # another stream's (a mirror's) or subject's
-        try:
-            created = _fromisoformat(stamp.decode())
-        except ValueError:  # UnicodeDecodeError included: get() reads any other form the long way
-            return None
-        return _new_entry(KeyValueEntry, (bucket, key, value, int(seq), created, PUT, 0))
+        entry = None
+        if block_head == head:  # else another stream's (a mirror's) or subject's
+            try:
+                created = _fromisoformat(stamp.decode())
+            except ValueError:  # UnicodeDecodeError included: get() reads any other form the long way
+                pass
+            else:
+                entry = _new_entry(KeyValueEntry, (bucket, key, value, int(seq), created, PUT, 0))
+        last = (groups, entry)  # one store: another thread reads both or neither
+        return entry
 
-    return ReplyShape(DELIVERY_REPLY, read, headers=True)
+    return ReplyShape(DELIVERY_REPLY, read, headers=True, repeats=True)
 
 
 def _operation(op: str | None, reason: str | None = None) -> str:
