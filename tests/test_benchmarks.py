@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,9 @@ def test_benchmark_harness_runs_every_client() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "failed" not in proc.stderr, proc.stderr[-2000:]
+    # Each client's rate by round (README says make bench prints them), and the share of raw by round.
+    assert re.search(r"direct_last +jsclient +[\d,]+ +\([\d,]+\)", proc.stderr), proc.stderr[-2000:]
+    assert re.search(r"direct_last +% raw by round: \d+", proc.stderr), proc.stderr[-2000:]
     table = proc.stdout
     titles = ("publish msgs/s", "subscribe callback", "request/reply", "pull fetch(500)", "direct get, last")
     for title in (*titles, "js.publish"):
