@@ -60,6 +60,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_stopped(pid: int, timeout: float = 5.0) -> None:
+    """Until every thread of ``pid`` is in the stopped state (Linux's ``/proc``; elsewhere at once)."""
+    tasks = Path(f"/proc/{pid}/task")
+    if not tasks.is_dir():
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            states = [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()]
+        except (OSError, IndexError):  # a thread ended while we looked
+            states = []
+        if states and all(state in ("T", "t") for state in states):
+            return
+        if time.monotonic() >= deadline:
+            raise Error(f"process {pid} did not stop within {timeout} s of SIGSTOP (thread states {states})")
+        time.sleep(0.001)
+
+
 class NatsServer:
     """One nats-server process on 127.0.0.1.
 
@@ -241,9 +259,16 @@ class NatsServer:
         return self.start()
 
     def pause(self) -> None:
-        """SIGSTOP: the server keeps its sockets open but answers nothing."""
+        """SIGSTOP: the server keeps its sockets open but answers nothing, from the return on.
+
+        The signal alone does not wait: a thread running on another core went
+        on for a moment, long enough to answer some 300 publishes sent just
+        after it.  So this waits until every thread of the process is stopped
+        (where ``/proc`` says so).
+        """
         if self.proc is not None:
             self.proc.send_signal(signal.SIGSTOP)
+            wait_stopped(self.proc.pid)
 
     def resume(self) -> None:
         if self.proc is not None:
