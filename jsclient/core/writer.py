@@ -215,7 +215,7 @@ class Writer:
                 self.sendall(data, pings)  # after what was buffered before it
                 return True
             try:
-                alone.sendall(frame)  # straight to the socket, without a frame of sendall's
+                alone.sendall(frame)  # straight to the socket: no call of Writer.sendall (a Python frame less)
             except OSError as exc:
                 self._unsent(frame, 0, exc, gen)
             return True
