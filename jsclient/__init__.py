@@ -54,8 +54,11 @@ from .errors import (
     ObjectStoreNotFoundError,
     ProtocolError,
     ReconnectBufferFullError,
+    RequestFailure,
+    RequestOutcome,
     ScheduleError,
     ServerError,
+    ServerSelectorError,
     SlowConsumerError,
     StaleConnectionError,
     StreamNotFoundError,
@@ -71,6 +74,7 @@ from .jetstream.kv import KeyValue
 from .jetstream.objectstore import ObjectInfo, ObjectLink, ObjectMeta, ObjectReader, ObjectStore
 from .message import Msg
 from .options import Options
+from .release import ServerVersion
 from .subscription import Subscription
 
 __all__ = [
@@ -136,8 +140,12 @@ __all__ = [
     "Options",
     "ProtocolError",
     "ReconnectBufferFullError",
+    "RequestFailure",
+    "RequestOutcome",
     "ScheduleError",
     "ServerError",
+    "ServerSelectorError",
+    "ServerVersion",
     "SlowConsumerError",
     "StaleConnectionError",
     "State",

@@ -5,7 +5,9 @@ Pure functions, any thread (the callbacks run on the thread that connects:
 the caller's first, the reconnect thread later).  Seeds and JWTs are read
 when a connection (re)connects and never kept, shown in a repr or put in an
 error text; ``nkeys`` (imported lazily, so plain user/token setups need
-nothing more) signs the server's nonce.
+nothing more) signs the server's nonce.  ``nkey_seed``, like
+``user_credentials``, is the secret itself or a file's path, read again at
+every connect so a rotated file is picked up.
 """
 
 from __future__ import annotations
@@ -37,6 +39,35 @@ class CredentialCallbacks:
 
     def __repr__(self) -> str:
         return "<credential callbacks>"
+
+
+# A seed as nkeys encodes it: "S", the key type, then base32 (58 characters for the ed25519 seeds NATS uses).
+_SEED = re.compile(r"S[A-Z2-7]{20,}")
+
+
+def read_seed(source: str) -> bytes:
+    """The nkey seed ``nkey_seed`` gives: the seed itself, or the path of a file that holds one.
+
+    The file may hold the seed alone (an ``nsc`` .nk file) or in a
+    ``USER NKEY SEED`` block (a .creds file).  Errors name the option and
+    the path, never the file's text or a seed.
+    """
+    value = source.strip()
+    if _SEED.fullmatch(value):
+        return value.encode()
+    try:
+        text = Path(source).read_text()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        # A path is named; anything else may be a mistyped seed, so it is not.
+        shown = f" ({source!r}: {why})" if any(c in source for c in "/\\.~") else f" ({why})"
+        raise InvalidArgumentError(f"nkey_seed is neither an nkey seed nor a readable seed file{shown}") from None
+    block = {m.group("kind"): m.group("body").strip() for m in _BLOCK.finditer(text)}.get("USER NKEY SEED")
+    candidates = [block] if block else text.split()
+    for word in candidates:
+        if _SEED.fullmatch(word):
+            return word.encode()
+    raise InvalidArgumentError(f"nkey_seed file {source!r} holds no nkey seed")
 
 
 def is_creds_text(value: str) -> bool:
@@ -112,13 +143,16 @@ def connect_fields(
                 raise AuthorizationError("nkey_seed callback must return the seed as a non-empty str")
     if not nkey_seed and not creds_file:
         return {}
+    # A missing or bad file is named, whatever the server sent.
     if creds_file:
-        jwt, seed = read_creds(creds_file)  # a missing or bad file is named, whatever the server sent
+        jwt, seed = read_creds(creds_file)
+    else:
+        assert nkey_seed is not None
+        seed = read_seed(nkey_seed)
     if not nonce:
         raise AuthorizationError("the server sent no nonce, so nkey/creds authentication is not possible")
     if creds_file:
         _, sig = sign(seed, nonce)
         return {"jwt": jwt, "sig": sig}
-    assert nkey_seed is not None
-    public, sig = sign(nkey_seed.encode(), nonce)
+    public, sig = sign(seed, nonce)
     return {"nkey": public, "sig": sig}

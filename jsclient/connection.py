@@ -43,21 +43,22 @@ from typing import TYPE_CHECKING, Any
 from .auth import CredentialCallbacks
 from .checks import check_timeout, whole
 from .core.iface import CoreAPI
-from .core.session import Callbacks, ErrorCallback, EventCallback, Session
+from .core.session import Callbacks, ErrorCallback, EventCallback, ServerSelector, Session
 from .core.state import State
-from .errors import InvalidArgumentError
+from .errors import ConnectionClosedError, InvalidArgumentError
 from .headers import HeadersInput
 from .message import Msg
 from .options import Options, mask_url
 from .payload import as_bytes as _as_bytes
 from .protocol import PubEncoder, check_queue_name, check_subscribe_subject
+from .release import ServerVersion, announced
 from .replies import Replies, Sentinel, request_many
 from .subscription import MsgCallback, Subscription
 
 if TYPE_CHECKING:
     from .jetstream.context import JetStream
 
-__all__ = ["Connection", "ErrorCallback", "EventCallback", "State", "connect"]
+__all__ = ["Connection", "ErrorCallback", "EventCallback", "ServerSelector", "State", "connect"]
 
 
 def connect(
@@ -71,6 +72,7 @@ def connect(
     tls_context: ssl.SSLContext | None = None,
     user_jwt_cb: Callable[[], str] | None = None,
     signature_cb: Callable[[bytes], bytes] | None = None,
+    server_selector: ServerSelector | None = None,
     **kwargs: Any,
 ) -> Connection:
     """Open a connection (see :class:`jsclient.Options` for every keyword).
@@ -80,6 +82,8 @@ def connect(
     ``user_credentials`` and ``nkey_seed`` may also be callables, and
     ``user_jwt_cb`` with ``signature_cb`` sign the server's nonce: each is
     called again at every reconnect, so a rotated secret is picked up.
+    ``server_selector(pool, lost_url)`` picks the server each reconnect round
+    tries first (it runs on the reconnect thread, which waits for it).
     """
     credentials = _credential_callbacks(kwargs, user_jwt_cb, signature_cb)
     if options is None:
@@ -97,6 +101,7 @@ def connect(
         reconnected_cb=reconnected_cb,
         tls_context=tls_context,
         credentials=credentials,
+        server_selector=server_selector,
     )
     conn._session.connect()
     return conn
@@ -135,19 +140,21 @@ class Connection:
         reconnected_cb: EventCallback | None = None,
         tls_context: ssl.SSLContext | None = None,
         credentials: CredentialCallbacks | None = None,
+        server_selector: ServerSelector | None = None,
     ) -> None:
         for name, cb in (
             ("error_cb", error_cb),
             ("closed_cb", closed_cb),
             ("disconnected_cb", disconnected_cb),
             ("reconnected_cb", reconnected_cb),
+            ("server_selector", server_selector),
         ):
             if cb is not None and not callable(cb):
                 raise InvalidArgumentError(f"{name} must be callable")
         if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
             raise InvalidArgumentError(f"tls_context must be an ssl.SSLContext, not {type(tls_context).__name__}")
         self.options = options
-        self._callbacks = Callbacks(error_cb, closed_cb, disconnected_cb, reconnected_cb)
+        self._callbacks = Callbacks(error_cb, closed_cb, disconnected_cb, reconnected_cb, server_selector)
         self._tls_context = tls_context
         self._credentials = credentials
         urls = list(options.servers)
@@ -221,11 +228,47 @@ class Connection:
     @property
     def servers(self) -> list[str]:
         """The server pool: the URLs given, then those the cluster announced (with the scheme connected with)."""
-        return [mask_url(url) for url in self._session.pool]
+        session = self._session
+        with session.pool_lock:
+            return [mask_url(url) for url in session.pool]
+
+    def set_servers(self, servers: str | list[str] | tuple[str, ...]) -> None:
+        """Replace the server pool; the connection stays where it is, and the next reconnect dials the new pool.
+
+        The URLs are checked as ``servers`` is by :func:`connect` (and must be
+        of the kind connected with: WebSocket or not) before anything
+        changes; ``options.servers`` becomes them.  Servers the cluster
+        announces join the pool again unless ``ignore_discovered_servers``.
+        """
+        given = (servers,) if isinstance(servers, str) else servers
+        if not isinstance(given, (list, tuple)):
+            raise InvalidArgumentError(
+                f"servers must be a URL or a non-empty list of URLs, not {type(servers).__name__}"
+            )
+        options = self.options.replace(servers=tuple(given))
+        if _websocket(options.servers[0]) != _websocket(self.options.servers[0]):
+            raise InvalidArgumentError(
+                "set_servers cannot move a connection between WebSocket (ws://, wss://) and nats:// or tls:// URLs"
+            )
+        self._check_fork()
+        session = self._session
+        if session.writer.state is State.CLOSED:
+            raise ConnectionClosedError(session.closed_reason())
+        session.set_servers(options)
+        self.options = options
 
     @property
     def server_info(self) -> dict[str, Any]:
         return dict(self._session.info)
+
+    @property
+    def server_version(self) -> ServerVersion | None:
+        """The release of the server last heard from (its INFO), comparable: ``nc.server_version >= (2, 11)``.
+
+        None before any server answered, or if its INFO names no release.
+        """
+        text = self._session.info.get("version")
+        return announced(text) if isinstance(text, str) else None
 
     @property
     def max_payload(self) -> int:
@@ -357,7 +400,11 @@ class Connection:
         """Publish with a reply inbox and wait for the first response.
 
         Raises NoRespondersError when nobody is subscribed, TimeoutError when
-        no answer comes within ``timeout``.  Safe from many threads at once.
+        no answer comes within ``timeout``, ConnectionClosedError when the
+        connection is or gets closed.  Each error's ``outcome`` says whether
+        the request may have been processed (UNKNOWN) or surely was not
+        (NOT_DELIVERED), and its ``failure`` why it ended (a
+        :class:`jsclient.RequestFailure`).  Safe from many threads at once.
         """
         check_timeout(timeout)
         if self._forked:
@@ -374,8 +421,9 @@ class Connection:
         """Like :meth:`request` without waiting: a Future resolved with the reply.
 
         Every future resolves: with the reply, NoRespondersError, TimeoutError
-        after ``timeout``, or ConnectionClosedError.  Its done-callbacks run on
-        the connection's events thread, never on the reader.
+        after ``timeout``, or ConnectionClosedError, with ``outcome`` and
+        ``failure`` as for :meth:`request`.  Its done-callbacks run on the
+        connection's events thread, never on the reader.
         """
         check_timeout(timeout)
         if self._forked:
@@ -447,13 +495,20 @@ class Connection:
 
     # -- ending ------------------------------------------------------------
     def drain(self, timeout: float | None = None) -> None:
-        """Stop every subscription, deliver what they hold, send what is buffered, close."""
+        """Stop every subscription, deliver what they hold, send what is buffered, close.
+
+        Requests still waiting at the end give up with ConnectionClosedError, ``failure`` DRAINED.
+        """
         timeout = self.options.drain_timeout if timeout is None else timeout
         check_timeout(timeout)
         self._session.drain(timeout)
 
     def close(self) -> None:
-        """Send what is buffered (best effort) and close.  Idempotent."""
+        """Send what is buffered (best effort) and close.  Idempotent.
+
+        Requests still waiting end in ConnectionClosedError with ``failure``
+        CLOSED (after :meth:`drain`: DRAINED).
+        """
         self._session.close()
 
     def wait_closed(self, timeout: float | None = None) -> bool:
@@ -470,3 +525,6 @@ class Connection:
     ) -> None:
         self.close()
 
+
+def _websocket(url: str) -> bool:
+    return url.startswith(("ws://", "wss://"))

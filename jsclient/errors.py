@@ -5,25 +5,86 @@ Every error the library raises derives from :class:`Error`.  Errors that mean
 about bad arguments also derive from :class:`ValueError` or :class:`TypeError`,
 so callers can catch them the way they already catch standard errors.
 
+Every error a request can end in says how far the request got
+(``outcome``, a :class:`RequestOutcome`) and why it ended (``failure``, a
+:class:`RequestFailure`), so a caller can tell a request that is safe to
+send again (NOT_DELIVERED) from one the responder may have acted on
+(UNKNOWN).  Each class has a default; where one class covers both cases
+(a connection closed before or after the request left), the raising code
+sets the instance's own.
+
 No threads or locks here: these are plain value objects.
 """
 
 from __future__ import annotations
 
 import builtins
+import enum
 from typing import Any
 
 
+class RequestOutcome(enum.Enum):
+    """How far a failed request got: whether the responder may have acted on it."""
+
+    #: It may have been processed: it left (or may still leave) for the server, and no answer came back.
+    UNKNOWN = "unknown"
+    #: Definitely not processed: refused before sending, or the server found no responder for it.
+    NOT_DELIVERED = "not_delivered"
+
+
+class RequestFailure(enum.Enum):
+    """Why a request ended without a reply."""
+
+    #: No reply within the timeout.
+    TIMED_OUT = "timed_out"
+    #: The server answered that nobody is subscribed (status 503).
+    NO_RESPONDERS = "no_responders"
+    #: The link broke: the request waited through a reconnect in vain, or the connection closed after it broke.
+    CONNECTION_LOST = "connection_lost"
+    #: ``drain()`` ended the connection (or was under way and took no new messages).
+    DRAINED = "drained"
+    #: ``close()`` ended the connection, or it was closed already.
+    CLOSED = "closed"
+    #: While reconnecting, the request did not fit in the reconnect buffer.
+    BUFFER_FULL = "buffer_full"
+    #: A subject, payload or header the client refuses; nothing was sent.
+    INVALID_ARGUMENT = "invalid_argument"
+
+
 class Error(Exception):
-    """Base of every jsclient error."""
+    """Base of every jsclient error.
+
+    ``outcome`` and ``failure`` tell how a request that ended in this error
+    went (see :class:`RequestOutcome`, :class:`RequestFailure`); they are
+    None on errors no request ends in.  Passed as keywords, they replace the
+    class's defaults for this instance.
+    """
+
+    outcome: RequestOutcome | None = None
+    failure: RequestFailure | None = None
+
+    def __init__(
+        self, *args: object, outcome: RequestOutcome | None = None, failure: RequestFailure | None = None
+    ) -> None:
+        super().__init__(*args)
+        if outcome is not None:
+            self.outcome = outcome
+        if failure is not None:
+            self.failure = failure
 
 
 class TimeoutError(Error, builtins.TimeoutError):
     """An operation did not complete within its timeout."""
 
+    outcome = RequestOutcome.UNKNOWN
+    failure = RequestFailure.TIMED_OUT
+
 
 class InvalidArgumentError(Error, ValueError):
     """A caller passed a value the library refuses before sending anything."""
+
+    outcome = RequestOutcome.NOT_DELIVERED
+    failure = RequestFailure.INVALID_ARGUMENT
 
 
 class BadSubjectError(InvalidArgumentError):
@@ -32,6 +93,9 @@ class BadSubjectError(InvalidArgumentError):
 
 class BadPayloadError(Error, TypeError):
     """A payload is not bytes-like (for example a str)."""
+
+    outcome = RequestOutcome.NOT_DELIVERED
+    failure = RequestFailure.INVALID_ARGUMENT
 
 
 class BadHeaderError(InvalidArgumentError):
@@ -43,7 +107,15 @@ class MaxPayloadError(InvalidArgumentError):
 
 
 class ConnectionClosedError(Error):
-    """The connection is closed (or draining) and cannot be used for this."""
+    """The connection is closed (or draining) and cannot be used for this.
+
+    By default the request was refused before sending (NOT_DELIVERED); one
+    that was already out when the connection ended says UNKNOWN, and
+    ``failure`` says what ended it: CLOSED, DRAINED or CONNECTION_LOST.
+    """
+
+    outcome = RequestOutcome.NOT_DELIVERED
+    failure = RequestFailure.CLOSED
 
 
 class ForkedConnectionError(ConnectionClosedError):
@@ -53,9 +125,15 @@ class ForkedConnectionError(ConnectionClosedError):
 class ConnectionLostError(Error):
     """The connection broke before the server confirmed the operation (it is reconnecting)."""
 
+    outcome = RequestOutcome.UNKNOWN
+    failure = RequestFailure.CONNECTION_LOST
+
 
 class ReconnectBufferFullError(Error):
     """While reconnecting, publishes are kept up to ``reconnect_buf_size`` bytes; this one did not fit."""
+
+    outcome = RequestOutcome.NOT_DELIVERED
+    failure = RequestFailure.BUFFER_FULL
 
 
 class SubscriptionClosedError(Error):
@@ -66,12 +144,20 @@ class NoServersError(Error):
     """No server in the pool could be reached."""
 
 
+class ServerSelectorError(Error):
+    """The ``server_selector`` callback raised (its exception is the ``__cause__``) or returned a URL
+    not in the pool; reported to the error callback, and that reconnect round keeps the default order."""
+
+
 class TLSError(Error):
     """TLS could not be set up: certificate verification (e.g. hostname mismatch) or the handshake failed."""
 
 
 class NoRespondersError(Error):
     """A request reached no subscriber (the server answered with status 503)."""
+
+    outcome = RequestOutcome.NOT_DELIVERED
+    failure = RequestFailure.NO_RESPONDERS
 
 
 class ProtocolError(Error):
@@ -321,6 +407,9 @@ class FastBatchError(BatchPublishError):
 
 class NoStreamResponseError(JetStreamError):
     """A JetStream publish reached no stream (no stream listens on the subject)."""
+
+    outcome = RequestOutcome.NOT_DELIVERED
+    failure = RequestFailure.NO_RESPONDERS
 
 
 API_ERRORS: dict[int, type[JetStreamAPIError]] = {

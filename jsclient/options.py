@@ -109,7 +109,7 @@ class Options:
             servers = (servers,)
         if not isinstance(servers, (tuple, list)) or not servers:
             raise InvalidArgumentError("servers must be a URL or a non-empty list of URLs")
-        normalised = tuple(_normalise_url(s) for s in servers)
+        normalised = tuple(normalise_url(s) for s in servers)
         object.__setattr__(self, "servers", normalised)
         if len({urlsplit(s).scheme in WEBSOCKET_SCHEMES for s in normalised}) > 1:
             raise InvalidArgumentError("servers mixes ws:// or wss:// URLs with nats:// or tls:// ones; use one kind")
@@ -203,7 +203,8 @@ class Options:
         return dataclasses.replace(self, **changes)
 
 
-def _normalise_url(url: Any) -> str:
+def normalise_url(url: Any) -> str:
+    """A server URL as the pool holds it (scheme and port filled in); InvalidArgumentError when it is none."""
     if not isinstance(url, str) or not url.strip():
         raise InvalidArgumentError(f"server URL must be a non-empty str, not {url!r}")
     url = url.strip()

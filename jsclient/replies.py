@@ -9,7 +9,9 @@ shared between threads, so nothing is locked.
 The end is never an error: the total ``timeout``, a ``stall`` after the first
 reply, ``max_msgs``, the ``sentinel`` or ``stop()`` end the iteration, and a
 status in place of a reply (503: nobody answered) ends it too, raising
-NoRespondersError only when it comes first, as ``request`` would.  Only the
+NoRespondersError only when it comes first, as ``request`` would.  A
+connection closed under the replies raises ConnectionClosedError with the
+request's ``outcome`` UNKNOWN (it had left) and what closed it as ``failure``.  Only the
 time spent waiting counts against the timeouts, not the caller's own work
 between replies.
 """
@@ -21,7 +23,16 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .checks import seconds, whole
-from .errors import InvalidArgumentError, NoRespondersError, SubscriptionClosedError, TimeoutError
+from .errors import (
+    ConnectionClosedError,
+    ForkedConnectionError,
+    InvalidArgumentError,
+    NoRespondersError,
+    RequestFailure,
+    RequestOutcome,
+    SubscriptionClosedError,
+    TimeoutError,
+)
 from .headers import Headers, HeadersInput, status_of
 from .payload import as_bytes
 from .protocol import check_publish_subject
@@ -50,8 +61,10 @@ class Replies:
         stall: float | None,
         max_msgs: int | None,
         sentinel: Sentinel | None,
+        closed_by: Callable[[], RequestFailure] = lambda: RequestFailure.CLOSED,
     ) -> None:
         self._sub = sub
+        self._closed_by = closed_by  # what closed the connection, asked when it happens
         self._left = timeout  # waiting time left in the total
         self._stall = stall
         self._max = max_msgs
@@ -81,6 +94,11 @@ class Replies:
             msg = self._sub.next_msg(timeout=wait)
         except (TimeoutError, SubscriptionClosedError):
             return None
+        except ForkedConnectionError:
+            raise
+        except ConnectionClosedError as exc:
+            # The subscription says only "closed"; the request had left, so the outcome is not known.
+            raise ConnectionClosedError(str(exc), outcome=RequestOutcome.UNKNOWN, failure=self._closed_by()) from None
         finally:
             self._left -= time.monotonic() - started
         status = status_of(msg.header) if msg.header else None
@@ -143,4 +161,4 @@ def request_many(
     except BaseException:
         sub.unsubscribe()
         raise
-    return Replies(sub, total, wait_after_first, max_msgs, chosen)
+    return Replies(sub, total, wait_after_first, max_msgs, chosen, closed_by=lambda: conn._session.closed_by)

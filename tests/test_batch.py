@@ -7,6 +7,8 @@ import pytest
 import jsclient
 from jsclient.server import NatsServer
 
+pytestmark = [pytest.mark.needs_server("2.12"), pytest.mark.compat]  # atomic batches
+
 
 @pytest.fixture
 def atomic(js: jsclient.JetStream) -> jsclient.JetStream:

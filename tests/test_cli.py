@@ -14,6 +14,8 @@ import jsclient
 from jsclient.cli import EXIT_ERROR, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, main
 from jsclient.server import NatsServer, free_port
 
+from .conftest import server_release
+
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
@@ -147,6 +149,7 @@ def test_python_dash_m_and_server_command() -> None:
     assert proc.returncode == 0
 
 
+@pytest.mark.server_behaviour("2.14", "the CLI prints the refusal (test_a_feature_the_server_lacks_is_one_line)")
 def test_counter_and_consumer_pause_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
     s = ["--server", server.url]
     assert run(capsys, "stream", "add", "CNTC", "--subjects", "cntc.>", "--counters", *s)[0] == EXIT_OK
@@ -179,6 +182,7 @@ def test_counter_and_consumer_pause_commands(server: NatsServer, capsys: pytest.
     assert code == EXIT_ERROR and err  # not a priority-group consumer: the server's error, one line
 
 
+@pytest.mark.server_behaviour("2.11", "the CLI prints the refusal (test_a_feature_the_server_lacks_is_one_line)")
 def test_kv_ttl_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
     s = ["--server", server.url]
     assert run(capsys, "kv", "add", "clittl", "--limit-marker-ttl", "60", *s)[0] == EXIT_OK
@@ -221,3 +225,16 @@ def test_micro_commands(server: NatsServer, capsys: pytest.CaptureFixture[str]) 
         assert code == EXIT_OK and stats[0]["id"] == svc.id and stats[0]["endpoints"][0]["num_requests"] == 1
     code, out, _ = run(capsys, "micro", "ls", "clisvc", "--timeout", "0.3", *s)
     assert code == EXIT_OK and "clisvc" not in out  # stopped: nobody answers, an empty table
+
+
+@pytest.mark.compat
+def test_a_feature_the_server_lacks_is_one_line(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a server older than 2.12 the refusal is the CLI's one-line error, and the stream is not made."""
+    if server_release() >= (2, 12):
+        pytest.skip("the server has counters")
+    s = ["--server", server.url]
+    code, _, err = run(capsys, "stream", "add", "CNTOLD", "--subjects", "cntold.>", "--counters", *s)
+    assert code == EXIT_ERROR and "message counters needs nats-server 2.12 or newer" in err
+    assert len(err.strip().splitlines()) == 1
+    with jsclient.connect(server.url) as nc:
+        assert "CNTOLD" not in nc.jetstream().stream_names()

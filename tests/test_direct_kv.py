@@ -7,6 +7,7 @@ import datetime as dt
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,7 +23,10 @@ from jsclient.message import Msg
 from jsclient.protocol import REPEAT_MAX, REPLY_LINE, Parser
 from jsclient.server import NatsServer
 
+from .conftest import server_release
 from .proxy import FrameProxy
+
+pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
 
 
 @pytest.fixture
@@ -43,11 +47,17 @@ def test_direct_get_single_forms(js: jsclient.JetStream, stream: list[tuple[str,
     assert js.direct_get("D", last_by_subj="d.k0").seq == 6
     assert js.direct_get("D", next_by_subj="d.k1").seq == 2
     assert js.direct_get("D", 3, next_by_subj="d.k1").seq == 7
+
+
+@pytest.mark.needs_server("2.11")
+def test_direct_get_by_start_time(js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:
+    """A 2.10 server ignores start_time beside next_by_subj (the wrong message): refused there before sending."""
     future = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    past = js.direct_get("D", 3).time - dt.timedelta(seconds=60)
+    assert js.direct_get("D", start_time=past).seq == 1
+    assert js.direct_get("D", next_by_subj="d.k1", start_time=past).seq == 2
     with pytest.raises(errors.MessageNotFoundError):
         js.direct_get("D", start_time=future)
-    past = by_seq.time - dt.timedelta(seconds=60)
-    assert js.direct_get("D", start_time=past).seq == 1
 
 
 def test_direct_get_last_by_subject_reads_as_the_general_reading_does(
@@ -108,7 +118,8 @@ def test_batch_from_the_middle_ends_at_eob(js: jsclient.JetStream, stream: list[
     batch = js.direct_get_batch("D", "d.>", batch=3, seq=3)
     got = [m.seq for m in batch]
     assert got == [3, 4, 5]
-    assert batch.num_pending == 2 and batch.last_sequence == 5
+    # A 2.10 server cannot count what is left (its batches are read one get at a time).
+    assert batch.num_pending == (2 if server_release() >= (2, 11) else None) and batch.last_sequence == 5
     rest = js.direct_get_batch("D", "d.>", batch=10, seq=6)
     assert [m.seq for m in rest] == [6, 7] and rest.num_pending == 0
     filtered = js.direct_get_batch("D", "d.k1", batch=10)
@@ -124,6 +135,7 @@ def test_batch_max_bytes(js: jsclient.JetStream) -> None:
     assert 1 <= len(got) < 10
 
 
+@pytest.mark.needs_server("2.11")
 def test_multi_last_up_to_seq_and_continuation(js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:
     now = {m.subject: m.data for m in js.direct_get_last_for_subjects("D", ["d.>"])}
     assert now == {"d.k0": b"v0-new", "d.k1": b"v1-new", "d.k2": b"v2", "d.k3": b"v3", "d.k4": b"v4"}
@@ -136,8 +148,12 @@ def test_multi_last_up_to_seq_and_continuation(js: jsclient.JetStream, stream: l
     got = [first, *iter_]
     assert {m.subject: m.data for m in got} == {"d.k0": b"v0-new", "d.k1": b"v1-new", "d.k2": b"v2", "d.k3": b"v3"}
     assert reader.up_to_sequence == 7
+    # Three at a time: after the first three a 2.11 server's end of batch says 0 left (one is).
+    threes = js.direct_get_last_for_subjects("D", ["d.k0", "d.k1", "d.k2", "d.k3"], batch=3, up_to_seq=7)
+    assert [(m.subject, m.seq) for m in threes] == [("d.k2", 3), ("d.k3", 4), ("d.k0", 6), ("d.k1", 7)]
 
 
+@pytest.mark.needs_server("2.11")
 def test_more_than_1024_subjects_is_413(js: jsclient.JetStream) -> None:
     js.add_stream(name="MANY", subjects=["many.>"], allow_direct=True)
     for i in range(1100):
@@ -147,29 +163,62 @@ def test_more_than_1024_subjects_is_413(js: jsclient.JetStream) -> None:
         list(js.direct_get_last_for_subjects("MANY", ["many.>"]))
 
 
-def test_old_server_without_batch_support_is_detected(server: NatsServer) -> None:
-    """A proxy strips Nats-Num-Pending, as a pre-2.11 server would answer (a real one cannot be asked to)."""
+def _frames_rewritten(rewrite: Callable[[bytes, bytes, bytes], bytes | None]) -> Callable[[bytes], bytes]:
+    """A proxy filter that hands every HMSG with Nats-Num-Pending to ``rewrite(control line, header, payload)``."""
 
-    def strip(frame: bytes) -> bytes:
+    def filter_frame(frame: bytes) -> bytes:
         if frame.startswith(b"HMSG") and b"Nats-Num-Pending" in frame:
             head, _, rest = frame.partition(b"\r\n")
             parts = head.split()
             hlen, total = int(parts[-2]), int(parts[-1])
-            header, payload = rest[:hlen], rest[hlen:total]
-            lines = [ln for ln in header.split(b"\r\n") if not ln.startswith(b"Nats-Num-Pending")]
-            header = b"\r\n".join(lines)
-            parts[-2], parts[-1] = b"%d" % len(header), b"%d" % (len(header) + len(payload))
-            return b" ".join(parts) + b"\r\n" + header + payload + b"\r\n"
+            changed = rewrite(head, rest[:hlen], rest[hlen:total])
+            if changed is not None:
+                header, payload = changed[: changed.index(b"\r\n\r\n") + 4], changed[changed.index(b"\r\n\r\n") + 4:]
+                parts[-2], parts[-1] = b"%d" % len(header), b"%d" % (len(header) + len(payload))
+                return b" ".join(parts) + b"\r\n" + header + payload + b"\r\n"
         return frame
 
-    with FrameProxy(server.host_port, strip) as proxy, jsclient.connect(proxy.url) as nc:
+    return filter_frame
+
+
+def _without_pending(head: bytes, header: bytes, payload: bytes) -> bytes:
+    """As a pre-2.11 replica answers a batch: the message alone, without Nats-Num-Pending."""
+    return b"\r\n".join(ln for ln in header.split(b"\r\n") if not ln.startswith(b"Nats-Num-Pending")) + payload
+
+
+def _empty_request(head: bytes, header: bytes, payload: bytes) -> bytes:
+    """As a pre-2.11 replica answers a multi-subject get."""
+    return b"NATS/1.0 408 Empty Request\r\n\r\n"
+
+
+def test_an_older_replica_is_detected_and_the_batch_read_to_its_end(server: NatsServer) -> None:
+    """ADR-31: a reply without Nats-Num-Pending comes from a server before 2.11, which sends that one message
+    alone (a proxy strips the header: a newer server behind the connected one cannot be asked for that).  The
+    rest is read one get at a time, within the batch's limits: never a short answer."""
+    with FrameProxy(server.host_port, _frames_rewritten(_without_pending)) as proxy, jsclient.connect(proxy.url) as nc:
         js = nc.jetstream()
         js.add_stream(name="OLD", subjects=["old"], allow_direct=True)
         for i in range(5):
             js.publish("old", b"%d" % i)
-        got = list(js.direct_get_batch("OLD", "old", batch=5))
-        assert [m.data for m in got] == [b"0"]
+        everything = js.direct_get_batch("OLD", "old", batch=10)
+        assert [m.data for m in everything] == [b"0", b"1", b"2", b"3", b"4"] and everything.num_pending == 0
+        three = js.direct_get_batch("OLD", "old", batch=3, seq=2)
+        assert [m.seq for m in three] == [2, 3, 4] and three.last_sequence == 4
         js.delete_stream("OLD")
+
+
+def test_a_multi_subject_get_an_older_replica_cannot_read_is_refused(server: NatsServer) -> None:
+    """Its 408 Empty Request becomes FeatureNotSupportedError naming the feature (a proxy plays the replica;
+    a 2.10 server under test is refused by the client before sending)."""
+    with FrameProxy(server.host_port, _frames_rewritten(_empty_request)) as proxy, jsclient.connect(proxy.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="OLDM", subjects=["oldm.>"], allow_direct=True)
+        js.publish("oldm.a", b"1")
+        refused = r"multi-subject direct get needs nats-server 2\.11"
+        with pytest.raises(jsclient.FeatureNotSupportedError, match=refused):
+            list(js.direct_get_last_for_subjects("OLDM", ["oldm.>"]))
+        assert js.direct_get("OLDM", last_by_subj="oldm.a").data == b"1"
+        js.delete_stream("OLDM")
 
 
 @pytest.mark.parametrize(

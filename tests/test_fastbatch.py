@@ -19,6 +19,8 @@ from jsclient import errors
 from jsclient.server import NatsServer
 from tests.proxy import FrameProxy
 
+pytestmark = pytest.mark.needs_server("2.14")  # fast-ingest batches
+
 
 @pytest.fixture
 def fast(js: jsclient.JetStream) -> jsclient.JetStream:
@@ -182,6 +184,7 @@ def test_a_stream_without_batches_is_named(js: jsclient.JetStream) -> None:
     assert js.stream_info("NOFAST").state.messages == 0
 
 
+@pytest.mark.needs_server("2.10")  # no server at all: the module's mark does not apply
 def test_the_flow_ack_wire_form() -> None:
     """The answers the publisher reads, as ADR-50 writes them (the live tests above see the real ones)."""
     from jsclient.jetstream.fastbatch import _DECODER

@@ -19,6 +19,8 @@ from jsclient.jetstream.api import StreamInfo
 
 from .conftest import ErrorLog
 
+pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
+
 
 def publish(js: jsclient.JetStream, n: int, subject: str = "ord.new") -> None:
     for i in range(n):

@@ -13,6 +13,8 @@ from jsclient import errors
 from jsclient.jetstream.api import ConsumerConfig, StreamConfig
 from jsclient.server import NatsServer
 
+pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
+
 
 def test_stream_lifecycle(js: jsclient.JetStream) -> None:
     info = js.add_stream(name="S1", subjects=["s1.>"], max_age=3600, duplicate_window=60.0)

@@ -27,6 +27,9 @@ from jsclient.errors import (
 )
 from jsclient.server import NatsServer
 
+pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -16,6 +16,8 @@ from jsclient.server import NatsServer
 from .conftest import ErrorLog
 from .proxy import FrameProxy
 
+pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
+
 
 def fill(js: jsclient.JetStream, stream: str, subject: str, n: int, storage: str = "memory") -> None:
     js.add_stream(name=stream, subjects=[subject], storage=storage)

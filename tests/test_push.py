@@ -16,6 +16,8 @@ from jsclient.server import NatsServer
 from .conftest import ErrorLog
 from .proxy import FrameProxy
 
+pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
+
 
 @pytest.fixture
 def js(js: jsclient.JetStream) -> jsclient.JetStream:

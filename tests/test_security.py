@@ -356,6 +356,51 @@ def test_an_nkey_seed_callable(tmp_path: Path) -> None:
         assert seed.decode() not in str(info.value)  # the secret the failure carried is not repeated
 
 
+def test_an_nkey_seed_file(tmp_path: Path) -> None:
+    """nkey_seed takes a path as user_credentials does: an nsc .nk file, or a seed block; read at every connect."""
+    seed, public = new_seed(nkeys.PREFIX_BYTE_USER)
+    nk = tmp_path / "user.nk"
+    nk.write_text(seed.decode() + "\n")
+    block = tmp_path / "user.seed"
+    block.write_text(f"# a comment\n-----BEGIN USER NKEY SEED-----\n{seed.decode()}\n------END USER NKEY SEED------\n")
+    config = "authorization { users: [ { nkey: \"" + public + "\" } ] }"
+    errors: list[Exception] = []
+    reconnected = threading.Event()
+    with NatsServer(jetstream=False, config=config) as server:
+        for source in (str(nk), str(block), lambda: str(nk)):
+            with jsclient.connect(server.url, nkey_seed=source) as nc:  # type: ignore[arg-type]
+                roundtrip(nc)
+        missing = tmp_path / "missing.nk"
+        with pytest.raises(jsclient.InvalidArgumentError, match="nkey_seed is neither an nkey seed nor a readable"):
+            jsclient.connect(server.url, nkey_seed=str(missing))
+        secret = tmp_path / "notes.txt"
+        secret.write_text("hunter2 is the password\n")
+        no_seed = r"nkey_seed file .*notes\.txt.* holds no nkey seed"
+        with pytest.raises(jsclient.InvalidArgumentError, match=no_seed) as info:
+            jsclient.connect(server.url, nkey_seed=str(secret))
+        assert "hunter2" not in str(info.value)
+        mistyped = seed.decode().lower()  # not a seed, and no path either: it is not echoed
+        with pytest.raises(jsclient.InvalidArgumentError, match="nkey_seed") as info:
+            jsclient.connect(server.url, nkey_seed=mistyped)
+        assert mistyped not in str(info.value)
+        # Read again at every connect: a file gone is reported and the reconnect goes on; back, it connects.
+        with jsclient.connect(
+            server.url, nkey_seed=str(nk), reconnect_time_wait=0.05, max_reconnect_attempts=-1,
+            error_cb=errors.append, reconnected_cb=reconnected.set,
+        ) as nc:
+            nk.rename(tmp_path / "away.nk")
+            nc.force_reconnect()
+            deadline = time.monotonic() + 15
+            while not any(isinstance(e, jsclient.InvalidArgumentError) for e in errors):
+                assert time.monotonic() < deadline, errors
+                time.sleep(0.01)
+            assert not reconnected.is_set() and not nc.is_closed
+            (tmp_path / "away.nk").rename(nk)
+            assert reconnected.wait(15)
+            roundtrip(nc)
+        assert seed.decode() not in " ".join(str(e) for e in errors)
+
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [

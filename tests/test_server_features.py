@@ -1,8 +1,10 @@
 """JetStream of server 2.11 to 2.15 against the bundled nats-server: new config fields, API levels,
 per-message TTL, consumer pause/reset/unpin, counters and schedules.
 
-Only the API-level tests use the frame proxy (tests/proxy.py): it makes the bundled 2.15 server
-announce itself as a 2.10 (API level 0) in INFO, which no real 2.15 server does on demand.
+Only the API-level tests use the frame proxy (tests/proxy.py): it makes the server under test
+announce itself as a 2.10 or a 2.11 in INFO (no api_lvl, as those do), which a newer server does not do
+on demand.  On an older server under test, a test of a newer feature must be refused before sending
+(``needs_server``); tests/test_compat.py checks every feature on the real release.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import datetime as dt
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 import jsclient
-from jsclient.jetstream import api
+from jsclient.jetstream import api, features
 from jsclient.jetstream.api import ConsumerConfig, StreamConfig
 from jsclient.server import NatsServer
 from tests.proxy import FrameProxy
@@ -36,6 +38,7 @@ def _wait_for(check: object, timeout: float = 10.0) -> None:
 # -- models ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_server("2.14")
 def test_every_new_field_round_trips_through_update(js: jsclient.JetStream) -> None:
     """Create with every 2.11-2.15 field set, read back, update an unrelated field: nothing else changes."""
     first = js.add_stream(
@@ -125,20 +128,27 @@ def test_bad_new_fields_are_named_before_sending(
         else:
             js.add_consumer("ANY", **fields)
     assert js.conn.stats()["out_msgs"] == sent
-    assert js.account_info().api.level >= 5  # the connection is healthy
+    assert js.api_level() == features.server_level(js.conn.server_info)  # the connection is healthy
 
 
 # -- API levels (ADR-44) -----------------------------------------------------------------------------
 
 
-def _as_old_server(frame: bytes) -> bytes:
-    """Make INFO say 2.10 (no api_lvl), as an older server's does."""
-    if not frame.startswith(b"INFO "):
-        return frame
-    info = json.loads(frame[5:])
-    info.pop("api_lvl", None)
-    info["version"] = "2.10.22"
-    return b"INFO " + json.dumps(info).encode() + b"\r\n"
+def _announcing(version: str) -> Callable[[bytes], bytes]:
+    """A proxy filter making INFO say ``version`` without api_lvl, as a 2.10 or 2.11 server's does."""
+
+    def rewrite(frame: bytes) -> bytes:
+        if not frame.startswith(b"INFO "):
+            return frame
+        info = json.loads(frame[5:])
+        info.pop("api_lvl", None)
+        info["version"] = version
+        return b"INFO " + json.dumps(info).encode() + b"\r\n"
+
+    return rewrite
+
+
+_as_old_server = _announcing("2.10.22")
 
 
 @pytest.fixture
@@ -172,6 +182,19 @@ def old_js() -> Iterator[tuple[jsclient.JetStream, FrameProxy]]:
         (lambda js: js.unpin_consumer("OLD", "D", "g"), "priority groups needs"),
         (lambda js: js.pull_subscribe("old.>", "D", group="g"), "priority groups needs"),
         (lambda js: js.publish_stream([("old.a", b"1")]), "fast-ingest batch publish needs nats-server 2.14"),
+        (lambda js: js.publish_batch([("old.a", b"1")]), "atomic batch publish needs nats-server 2.12"),
+        (lambda js: js.atomic_batch(), "atomic batch publish needs"),
+        (lambda js: js.counter_get("OLD", "old.c"), "message counters needs"),
+        (lambda js: js.counter_get_many("OLD", ["old.c"]), "message counters needs"),
+        (lambda js: js.direct_get_last_for_subjects("OLD", ["old.a"]), "multi-subject direct get needs nats-server"),
+        (lambda js: js.direct_get("OLD", start_time=_now()), "get by start_time needs nats-server 2.11"),
+        (lambda js: js.get_msg("OLD", start_time=_now()), "get by start_time needs"),
+        (lambda js: js.direct_get_batch("OLD", "old.a", batch=2, start_time=_now()), "get by start_time needs"),
+        (lambda js: js.create_key_value("oldkv", limit_marker_ttl=60), "per-message TTL needs"),
+        (lambda js: js.add_stream(name="T", persist_mode="async"), "persist_mode async needs nats-server 2.12"),
+        (lambda js: js.add_stream(name="T", subject_delete_marker_ttl=60), "subject delete markers needs"),
+        (lambda js: js.add_consumer("OLD", durable_name="F", ack_policy="flow_control", deliver_subject="f"),
+         "ack_policy flow_control needs nats-server 2.14"),
     ],
 )
 def test_a_feature_the_server_lacks_is_refused_before_sending(
@@ -187,6 +210,62 @@ def test_a_feature_the_server_lacks_is_refused_before_sending(
     assert js.publish("old.a", b"still fine").seq >= 1
 
 
+def test_a_2_10_server_is_asked_for_one_message_at_a_time(
+    old_js: tuple[jsclient.JetStream, FrameProxy]
+) -> None:
+    """Decided by the release before sending: a batch (which a 2.10 server ignores) is never asked for."""
+    js, proxy = old_js
+    js.add_stream(name="OLDD", subjects=["oldd.>"], allow_direct=True)
+    for i in range(4):
+        js.publish(f"oldd.{i}", b"%d" % i)
+    before = len(proxy.sent)
+    reading = js.direct_get_batch("OLDD", "oldd.>", batch=3, seq=2)
+    assert [m.seq for m in reading] == [2, 3, 4] and reading.num_pending is None
+    assert b'"batch"' not in bytes(proxy.sent[before:]) and bytes(proxy.sent[before:]).count(b"DIRECT.GET.OLDD") == 3
+    js.delete_stream("OLDD")
+
+
+def test_a_2_11_server_has_level_1_without_saying_so(server: NatsServer) -> None:
+    """Its INFO has no api_lvl: the release says level 1, so 2.11 features go out and 2.12 ones are refused."""
+    with (
+        FrameProxy(server.host_port, _announcing("2.11.9")) as proxy,
+        jsclient.connect(proxy.url) as nc,
+    ):
+        js = nc.jetstream()
+        assert "api_lvl" not in nc.server_info and features.server_level(nc.server_info) == 1
+        for feature in (features.MESSAGE_TTL, features.CONSUMER_PAUSE, features.PRIORITY_GROUPS,
+                        features.BATCHED_DIRECT_GET, features.MULTI_LAST_DIRECT_GET, features.START_TIME_GET):
+            assert js.require(feature) == 1
+        before = len(proxy.sent)
+        with pytest.raises(jsclient.FeatureNotSupportedError) as info:
+            js.add_stream(name="L2", subjects=["l2"], allow_msg_counter=True)
+        assert "message counters needs nats-server 2.12" in str(info.value)
+        assert "the connected server is 2.11.9 (API level 1)" in str(info.value)
+        with pytest.raises(jsclient.FeatureNotSupportedError, match="priority_policy prioritized needs nats-server 2"):
+            js.add_consumer("ANY", durable_name="p", priority_groups=["g"], priority_policy="prioritized")
+        assert len(proxy.sent) == before
+
+
+@pytest.mark.parametrize(
+    "info, level",
+    [
+        ({"version": "2.10.26"}, 0),
+        ({"version": "2.11.11"}, 1),
+        ({"version": "2.11.0-RC.2"}, 1),
+        ({"version": "2.12.8", "api_lvl": 3}, 3),
+        ({"version": "2.15.1", "api_lvl": 5}, 5),
+        ({"version": "2.9.25"}, 0),
+        ({"version": "3.0.0"}, 1),  # a future release without api_lvl: the least it has
+        ({}, 0),
+        ({"version": "unknown"}, 0),
+        ({"version": "2.12.0", "api_lvl": True}, 1),  # not a level
+    ],
+)
+def test_the_level_comes_from_what_the_server_supports(info: dict[str, object], level: int) -> None:
+    assert features.server_level(info) == level
+
+
+@pytest.mark.server_behaviour("2.12", "Nats-Required-Api-Level is checked from 2.12 on")
 def test_a_jetstream_server_below_the_level_asked_answers_10185(nc: jsclient.Connection) -> None:
     """The header every level-needing call carries: the real server refuses a level it lacks."""
     reply = nc.request("$JS.API.INFO", b"", timeout=5, headers={"Nats-Required-Api-Level": "99"})
@@ -200,6 +279,7 @@ def test_a_jetstream_server_below_the_level_asked_answers_10185(nc: jsclient.Con
 # -- per-message TTL (ADR-43) -------------------------------------------------------------------------
 
 
+@pytest.mark.needs_server("2.11")
 def test_a_message_ttl_expires_it_and_leaves_a_marker(js: jsclient.JetStream) -> None:
     # Keeping one message per subject: otherwise the server raises a TTL to subject_delete_marker_ttl.
     js.add_stream(
@@ -227,6 +307,7 @@ def test_a_message_ttl_expires_it_and_leaves_a_marker(js: jsclient.JetStream) ->
     seen.unsubscribe()
 
 
+@pytest.mark.needs_server("2.11")
 def test_a_ttl_below_the_marker_ttl_is_raised_to_it(js: jsclient.JetStream) -> None:
     """README: with more than one message per subject, the server lifts a TTL to subject_delete_marker_ttl."""
     js.add_stream(name="FLOOR", subjects=["floor"], allow_msg_ttl=True, subject_delete_marker_ttl=60, allow_direct=True)
@@ -234,6 +315,7 @@ def test_a_ttl_below_the_marker_ttl_is_raised_to_it(js: jsclient.JetStream) -> N
     assert js.direct_get("FLOOR", last_by_subj="floor").headers["Nats-TTL"] == "60"
 
 
+@pytest.mark.needs_server("2.11")
 def test_never_outlives_the_streams_max_age(js: jsclient.JetStream) -> None:
     js.add_stream(name="AGE", subjects=["age.>"], allow_msg_ttl=True, max_age=1)
     js.publish("age.never", b"stays", ttl="never")
@@ -243,16 +325,34 @@ def test_never_outlives_the_streams_max_age(js: jsclient.JetStream) -> None:
     assert js.get_msg("AGE", last_by_subj="age.never").data == b"stays"
 
 
-@pytest.mark.parametrize("ttl", [0, 0.5, 1.5, -1, True, "soon", dt.timedelta(milliseconds=1500)])
+@pytest.mark.parametrize(
+    "ttl", [0, 0.5, 1.5, -1, True, "soon", dt.timedelta(milliseconds=1500), float("inf"), float("nan"), 0.0, None]
+)
 def test_a_bad_ttl_is_named_before_sending(js: jsclient.JetStream, ttl: object) -> None:
-    js.add_stream(name="BADTTL", subjects=["badttl"], allow_msg_ttl=True)
-    with pytest.raises(jsclient.InvalidArgumentError, match="ttl must be"):
-        js.publish("badttl", b"x", ttl=ttl)  # type: ignore[arg-type]
-    with pytest.raises(jsclient.InvalidArgumentError, match="ttl must be"):
-        js.publish_async("badttl", b"x", ttl=ttl)  # type: ignore[arg-type]
+    """Checked before the server's release is (a plain stream: the checks are the client's, on any server)."""
+    js.add_stream(name="BADTTL", subjects=["badttl"])
+    bad = [ttl] if ttl is not None else [[1], b"1", "1.5"]
+    for value in bad:
+        with pytest.raises(jsclient.InvalidArgumentError, match=r"^ttl must be"):
+            js.publish("badttl", b"x", ttl=value)  # type: ignore[arg-type]
+        with pytest.raises(jsclient.InvalidArgumentError, match=r"^ttl must be"):
+            js.publish_async("badttl", b"x", ttl=value)  # type: ignore[arg-type]
     assert js.stream_info("BADTTL").state.messages == 0
 
 
+@pytest.mark.needs_server("2.11")
+@pytest.mark.parametrize("ttl, header", [(1.0, "1"), (60.0, "60"), (2, "2"), (dt.timedelta(seconds=3), "3"),
+                                         ("never", "never"), ("NEVER", "never")])
+def test_a_whole_second_ttl_is_taken_in_any_form(js: jsclient.JetStream, ttl: object, header: str) -> None:
+    """1.0 is one second, as every other duration of the API takes it."""
+    js.add_stream(name="WHOLE", subjects=["whole"], allow_msg_ttl=True)
+    ack = js.publish("whole", b"x", ttl=ttl)  # type: ignore[arg-type]
+    later = js.publish_async("whole", b"y", ttl=ttl).result(5)  # type: ignore[arg-type]
+    for seq in (ack.seq, later.seq):
+        assert js.get_msg("WHOLE", seq).hdrs == b"NATS/1.0\r\nNats-TTL: %s\r\n\r\n" % header.encode()
+
+
+@pytest.mark.needs_server("2.11")
 def test_a_ttl_on_a_stream_without_ttls_is_refused_by_code(js: jsclient.JetStream) -> None:
     js.add_stream(name="NOTTL", subjects=["nottl"])
     with pytest.raises(jsclient.MessageTTLError) as info:
@@ -264,6 +364,7 @@ def test_a_ttl_on_a_stream_without_ttls_is_refused_by_code(js: jsclient.JetStrea
 # -- consumer pause, resume, reset, unpin ------------------------------------------------------------
 
 
+@pytest.mark.needs_server("2.11")
 def test_a_paused_consumer_delivers_nothing_and_misses_no_heartbeat(server: NatsServer) -> None:
     seen: list[BaseException] = []
     with jsclient.connect(server.url, error_cb=seen.append) as nc:
@@ -309,6 +410,7 @@ def _paused_consumer(js: jsclient.JetStream, seen: list[BaseException]) -> None:
     js.delete_stream("PAUSE")
 
 
+@pytest.mark.needs_server("2.14")
 def test_reset_delivers_again_from_a_sequence(js: jsclient.JetStream) -> None:
     js.add_stream(name="RESET", subjects=["reset"])
     for i in range(5):
@@ -327,6 +429,7 @@ def test_reset_delivers_again_from_a_sequence(js: jsclient.JetStream) -> None:
     assert [m.data for m in psub.fetch(5, timeout=5)] == [b"2", b"3", b"4"]
 
 
+@pytest.mark.needs_server("2.12")
 def test_level_needing_calls_carry_the_required_level(server: NatsServer) -> None:
     """What makes a too-old JetStream server behind a newer one refuse rather than drop a field."""
     with FrameProxy(server.host_port) as proxy, jsclient.connect(proxy.url) as nc:
@@ -342,6 +445,7 @@ def test_level_needing_calls_carry_the_required_level(server: NatsServer) -> Non
         js.delete_stream("LVLC")
 
 
+@pytest.mark.needs_server("2.11")
 def test_unpin_releases_a_pinned_group(js: jsclient.JetStream) -> None:
     js.add_stream(name="PIN", subjects=["pin"])
     js.add_consumer("PIN", durable_name="w", priority_groups=["jobs"], priority_policy="pinned_client")
@@ -356,6 +460,7 @@ def test_unpin_releases_a_pinned_group(js: jsclient.JetStream) -> None:
 # -- counters (ADR-49) --------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_server("2.12")
 def test_counters_add_exactly_across_threads(js: jsclient.JetStream) -> None:
     js.add_stream(name="CNT", subjects=["cnt.>"], allow_msg_counter=True, allow_direct=True)
 
@@ -376,6 +481,7 @@ def test_counters_add_exactly_across_threads(js: jsclient.JetStream) -> None:
         js.counter_get("CNT", "cnt.never")
 
 
+@pytest.mark.needs_server("2.12")
 def test_counters_without_direct_get_and_bad_input(js: jsclient.JetStream) -> None:
     js.add_stream(name="CNTS", subjects=["cnts.>"], allow_msg_counter=True)
     assert js.counter_add("cnts.a", 7) == 7
@@ -396,6 +502,7 @@ def test_counters_without_direct_get_and_bad_input(js: jsclient.JetStream) -> No
 # -- schedules (ADR-51) -------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_server("2.14")  # 2.12 takes '@at' schedules only
 def test_schedules_publish_to_their_target(js: jsclient.JetStream) -> None:
     js.add_stream(name="SCH", subjects=["sch.>"], allow_msg_schedules=True, allow_msg_ttl=True, allow_direct=True)
     js.publish("sch.every", b"tick", schedule=dt.timedelta(seconds=1), schedule_target="sch.ticks")
@@ -428,7 +535,9 @@ def test_schedules_publish_to_their_target(js: jsclient.JetStream) -> None:
         ({"schedule": "@every 500ms", "schedule_target": "sch.t"}, "a duration of at least 1s"),
         ({"schedule": "@at tomorrow", "schedule_target": "sch.t"}, "RFC 3339"),
         ({"schedule": dt.datetime(2030, 1, 1), "schedule_target": "sch.t"}, "timezone-aware"),
-        ({"schedule": dt.timedelta(milliseconds=10), "schedule_target": "sch.t"}, "whole seconds >= 1"),
+        ({"schedule": dt.timedelta(milliseconds=10), "schedule_target": "sch.t"}, "interval must be at least 1 s"),
+        ({"schedule": dt.timedelta(seconds=1.5), "schedule_target": "sch.t"}, "interval must be whole seconds"),
+        ({"schedule": "@daily", "schedule_target": "sch.t", "schedule_ttl": 1.5}, "schedule_ttl must be whole"),
         ({"schedule": "@hourly", "schedule_target": "sch.*"}, "schedule_target"),
         ({"schedule": dt.timedelta(seconds=5), "schedule_target": "sch.t", "schedule_time_zone": "UTC"},
          "cron schedules only"),
@@ -440,22 +549,24 @@ def test_schedules_publish_to_their_target(js: jsclient.JetStream) -> None:
 def test_a_bad_schedule_is_named_before_sending(
     js: jsclient.JetStream, kwargs: dict[str, object], fragment: str
 ) -> None:
-    js.add_stream(name="SCHB", subjects=["sch.>"], allow_msg_schedules=True)
+    js.add_stream(name="SCHB", subjects=["sch.>"])  # a plain stream: the checks are the client's, on any server
     with pytest.raises(jsclient.InvalidArgumentError, match=fragment.replace("*", r"\*").replace("+", r"\+")):
         js.publish("sch.s", b"x", **kwargs)  # type: ignore[arg-type]
     assert js.stream_info("SCHB").state.messages == 0
 
 
+@pytest.mark.needs_server("2.12")
 def test_a_schedule_on_a_stream_without_schedules_is_refused_by_code(js: jsclient.JetStream) -> None:
     js.add_stream(name="NOSCH", subjects=["nosch.>"])
     with pytest.raises(jsclient.ScheduleError) as info:
-        js.publish("nosch.s", b"x", schedule="@hourly", schedule_target="nosch.t")
+        js.publish("nosch.s", b"x", schedule=_now() + dt.timedelta(hours=1), schedule_target="nosch.t")  # '@at': 2.12
     assert info.value.err_code == 10188
 
 
 # -- key-value TTLs (ADR-48) --------------------------------------------------------------------------
 
 
+@pytest.mark.needs_server("2.11")
 def test_a_key_with_a_ttl_expires_and_watchers_see_it_purged(js: jsclient.JetStream) -> None:
     kv = js.create_key_value("ttlkv", limit_marker_ttl=60)
     assert kv.status().limit_marker_ttl == 60.0
@@ -478,6 +589,7 @@ def test_a_key_with_a_ttl_expires_and_watchers_see_it_purged(js: jsclient.JetStr
     watcher.stop()
 
 
+@pytest.mark.needs_server("2.11")
 def test_a_purge_marker_with_a_ttl_goes_away(js: jsclient.JetStream) -> None:
     kv = js.create_key_value("purgettl", limit_marker_ttl=1)
     kv.put("k", b"v")
@@ -498,20 +610,26 @@ def test_a_purge_marker_with_a_ttl_goes_away(js: jsclient.JetStream) -> None:
     assert kv.status().values == 0
 
 
+@pytest.mark.needs_server("2.11")
 def test_key_ttls_need_a_bucket_with_limit_markers(js: jsclient.JetStream) -> None:
     kv = js.create_key_value("plainkv")
-    with pytest.raises(jsclient.MessageTTLError):
-        kv.create("k", b"v", ttl=5)
-    for bad in (0, 0.5, "soon", True):
+    for bad in (0, 0.5, 1.5, "soon", True):
         with pytest.raises(jsclient.InvalidArgumentError, match="ttl must be"):
             kv.create("k", b"v", ttl=bad)  # type: ignore[arg-type]
         with pytest.raises(jsclient.InvalidArgumentError, match="ttl must be"):
             kv.purge("k", ttl=bad)  # type: ignore[arg-type]
     with pytest.raises(jsclient.InvalidArgumentError, match="limit_marker_ttl must be at least 1 s"):
         js.create_key_value("badkv", limit_marker_ttl=0.5)
+    with pytest.raises(jsclient.InvalidArgumentError, match="limit_marker_ttl must be whole seconds"):
+        js.create_key_value("badkv", limit_marker_ttl=1.5)
     assert kv.status().values == 0 and kv.status().limit_marker_ttl == 0.0
+    assert "KV_badkv" not in js.stream_names()
+    with pytest.raises(jsclient.MessageTTLError):  # last: a 2.10 server is refused here, before sending
+        kv.create("k", b"v", ttl=5)
+    assert js.create_key_value("wholekv", limit_marker_ttl=2.0).status().limit_marker_ttl == 2.0
 
 
+@pytest.mark.needs_server("2.11")
 def test_with_history_a_key_ttl_is_raised_to_the_marker_ttl(js: jsclient.JetStream) -> None:
     """README: with history above 1 the server lifts a key's TTL below limit_marker_ttl to it."""
     kv = js.create_key_value("histkv", history=2, limit_marker_ttl=60)
@@ -522,6 +640,7 @@ def test_with_history_a_key_ttl_is_raised_to_the_marker_ttl(js: jsclient.JetStre
 # -- priority groups (ADR-42) ---------------------------------------------------------------------------
 
 
+@pytest.mark.needs_server("2.11")
 def test_a_pinned_group_fails_over_and_the_old_pin_is_forgotten(js: jsclient.JetStream) -> None:
     js.add_stream(name="PINNED", subjects=["pinned"])
     js.add_consumer("PINNED", durable_name="w", ack_policy="explicit", priority_groups=["jobs"],
@@ -564,6 +683,7 @@ def test_a_pinned_group_fails_over_and_the_old_pin_is_forgotten(js: jsclient.Jet
     assert [m.data for m in again] == [b"10"] and first.pin_id not in (None, stale)
 
 
+@pytest.mark.needs_server("2.11")
 def test_an_overflow_member_waits_for_min_pending(js: jsclient.JetStream) -> None:
     js.add_stream(name="OVER", subjects=["over"])
     js.add_consumer("OVER", durable_name="o", ack_policy="explicit", priority_groups=["jobs"],
@@ -578,6 +698,7 @@ def test_an_overflow_member_waits_for_min_pending(js: jsclient.JetStream) -> Non
     assert [m.data for m in got] == [b"0", b"1", b"2"]
 
 
+@pytest.mark.needs_server("2.11")
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
@@ -601,6 +722,7 @@ def test_a_bad_membership_is_named_before_any_pull(
     assert js.consumer_info("GRP", "g").num_waiting == 0
 
 
+@pytest.mark.needs_server("2.12")
 def test_a_prioritized_group_serves_the_lower_priority_first(js: jsclient.JetStream) -> None:
     js.add_stream(name="PRIO", subjects=["prio"])
     js.add_consumer("PRIO", durable_name="p", ack_policy="explicit", priority_groups=["jobs"],

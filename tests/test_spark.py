@@ -72,6 +72,7 @@ def test_subject_filtered_range_read(spark: Any, server: NatsServer, js: jsclien
     assert sorted(r.subject for r in two.collect()) == ["rg.x"] * 3 + ["rg.z"] * 3
 
 
+@pytest.mark.needs_server("2.11")  # startingTime: a get by start_time
 def test_time_range_without_direct_get(spark: Any, server: NatsServer, js: jsclient.JetStream) -> None:
     js.add_stream(name="TIMED", subjects=["timed"])  # no allow_direct: the task's consumer reads it all the same
     for i in range(5):
@@ -179,7 +180,9 @@ def test_kv_udf_one_connection_per_worker(spark: Any, server: NatsServer, js: js
         pid, count, value = text.split("|")
         opened[pid].add(count)
         values.append(value)
-    assert all(counts == {"1"} for counts in opened.values()), opened
+    # Each worker opened no connection while it ran these 400 lookups but the one it keeps (the count before
+    # depends on which tests the shared workers ran first).
+    assert all(len(counts) == 1 for counts in opened.values()), opened
     assert values.count("") == sum(1 for i in range(400) if i % 12 >= 10)
     assert jsclient.spark.kv_get_many(opts, "lookup", ["k1", "nope", "k9", None]) == [
         b"value-1", None, b"value-9", None,

@@ -75,6 +75,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 proc.wait(10)
 
 
+@pytest.mark.needs_server("2.12")  # the atomic sink
 def test_read_aggregate_write_and_kv_udf_on_a_standalone_cluster(
     standalone: str, server: NatsServer, js: jsclient.JetStream
 ) -> None:

@@ -23,6 +23,7 @@ pytest.importorskip("grpc", reason="Spark Connect's client needs pyspark[connect
 HERE = Path(__file__).parent
 
 
+@pytest.mark.needs_server("2.12")  # the atomic sink
 def test_read_write_stream_and_udf_under_spark_connect(server: NatsServer, js: jsclient.JetStream) -> None:
     js.add_stream(name="CLICKS", subjects=["clicks.*"], allow_direct=True)
     js.add_stream(name="COUNTS", subjects=["counts.*", "_jsclient.commits.COUNTS.>"], allow_atomic=True)

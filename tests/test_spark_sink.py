@@ -69,6 +69,7 @@ def test_spark_option_keys_are_ignored_and_typos_still_named() -> None:
         SparkOptions.parse({"checkpointLocaton": "/tmp/x"})
 
 
+@pytest.mark.needs_server("2.12")  # the atomic sink
 def test_checkpointed_write_stream_with_a_query_name_resumes(
     spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def _checkpoint_batches(checkpoint: Path) -> tuple[int, int]:
     return newest("offsets"), newest("commits")
 
 
+@pytest.mark.needs_server("2.12")  # the atomic sink
 def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
     server: NatsServer, js: jsclient.JetStream, tmp_path: Path
 ) -> None:
@@ -205,6 +207,7 @@ def _write_8000(spark: Any, url: str, stream: str, udf: Any) -> None:
     df.write.format("jetstream").option("servers", url).option("stream", stream).mode("append").save()
 
 
+@pytest.mark.needs_server("2.12")  # the atomic sink
 def test_a_task_retried_after_the_window_is_exactly_once_with_markers(
     spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path
 ) -> None:
@@ -239,6 +242,7 @@ def test_within_the_window_message_ids_deduplicate_a_retry(
     assert sorted(int(d) for d in data_of(js, "OUTW", "out.>")) == list(range(8000))
 
 
+@pytest.mark.needs_server("2.12")  # the atomic sink
 def test_the_sink_names_what_it_needs(server: NatsServer, js: jsclient.JetStream, caplog: Any) -> None:
     from jsclient.spark.sink import plan_write
 
@@ -257,6 +261,7 @@ def test_the_sink_names_what_it_needs(server: NatsServer, js: jsclient.JetStream
 # -- failOnDataLoss --------------------------------------------------------------------
 
 
+@pytest.mark.server_behaviour("2.11", "the planner counts with batched direct gets, which 2.10 lacks")
 @pytest.mark.parametrize("retention", ["limits", "interest", "workqueue"])
 def test_messages_removed_after_planning_are_loss(
     server: NatsServer, js: jsclient.JetStream, caplog: Any, retention: str
@@ -343,6 +348,7 @@ def test_a_task_abandoning_its_range_removes_its_consumer(server: NatsServer, js
     assert js.consumer_names("HALF") == []
 
 
+@pytest.mark.server_behaviour("2.11", "the planner counts with batched direct gets, which 2.10 lacks")
 def test_a_replicated_stream_is_read_whole_through_one_replica_consumers() -> None:
     """An R3 stream on a three-server cluster: each task's consumer (one replica, in memory) is placed by the
     meta leader and pulled through whichever server the task reached; every message is read once."""
@@ -441,6 +447,7 @@ def test_a_stream_made_again_under_a_checkpoint_is_loss(
 # -- headers and payloads round trip --------------------------------------------------
 
 
+@pytest.mark.needs_server("2.12")  # the atomic sink
 def test_a_read_then_write_copy_is_byte_identical(spark: Any, server: NatsServer, js: jsclient.JetStream) -> None:
     js.add_stream(name="ORIG", subjects=["orig.>"], allow_direct=True)
     atomic_stream(js, "COPY", "copy")

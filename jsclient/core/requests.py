@@ -12,16 +12,27 @@ caller holding the read token) pops an entry when its reply arrives (see
 sweeps expired futures (:meth:`Requests.sweep`).  Whoever pops an entry
 settles it, so each settles once.
 
+How a request failed is part of its error (``outcome`` and ``failure``,
+see :mod:`jsclient.errors`): a timeout says whether the connection was
+lost while it waited (``losses``, ``lost_at``), and closing tells each
+request whether it can have reached the server.  A request queued while
+the link is down waits in the write buffer, and only a new link (a new
+``Link.gen``) sends that buffer; so a request queued offline at generation
+*g* that is still waiting when the connection closes at *g* never left
+(``_unsent``): NOT_DELIVERED, where every other one is UNKNOWN.
+
 Locks: ``mux_lock`` guards creating the inbox (it takes the router's
 ``sub_lock`` and the writer's locks inside, through subscribing);
-``deadline_lock`` guards ``sweeping`` and is a leaf.  A forked child builds
-a new Requests (see :mod:`jsclient.core.session`), so neither a flag nor a
-lock held by a parent's thread at the fork carries over.
+``deadline_lock`` guards ``sweeping`` and ``_unsent``, and is a leaf.  A
+forked child builds a new Requests (see :mod:`jsclient.core.session`), so
+neither a flag nor a lock held by a parent's thread at the fork carries
+over.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import secrets
 import threading
 import time
@@ -30,7 +41,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, overload
 
-from ..errors import NoRespondersError, TimeoutError
+from ..errors import ConnectionClosedError, NoRespondersError, RequestFailure, RequestOutcome, TimeoutError
 from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..headers import HeadersInput, status_of
 from ..message import Msg
@@ -78,6 +89,7 @@ class Requests:
         self._router = router
         self._waiters = router.waiters
         self._writer = writer
+        self._link = writer.link
         self._reader = reader
         self._encoder = encoder
         self._timers = timers
@@ -95,6 +107,13 @@ class Requests:
         self.heads: dict[str, bytes] = {}
         self.deadline_lock = threading.Lock()
         self.sweeping = False  # a sweep is scheduled (guarded by deadline_lock)
+        #: Links lost so far, and when the last was (monotonic), set by the session: a request whose
+        #: timeout comes after a loss during its wait says so.
+        self.losses = 0
+        self.lost_at = -math.inf
+        # Tokens of requests queued while the link was down, all at generation _unsent_gen (deadline_lock).
+        self._unsent: set[str] = set()
+        self._unsent_gen = -1
         #: request_async's futures: the reply as it came.
         self.plain_kind = ReplyKind(before_wait=writer.send_pending)
 
@@ -135,6 +154,7 @@ class Requests:
             self.ensure_mux()
         number = next(self._tokens)
         token = str(number)
+        losses = self.losses  # a loss while it waits makes its timeout say so
         spare = self._spare
         waiter = spare.pop() if spare else Waiter()
         waiters = self._waiters
@@ -155,7 +175,7 @@ class Requests:
             if not answered and waiters.pop(token, None) is waiter:
                 spare.append(waiter)
         if not answered:
-            raise TimeoutError(f"request to {subject!r}: no response within {timeout} s")
+            raise self.timed_out(subject, timeout, lost=self.losses != losses)
         # Answered: whoever took it from the table filled it once and holds it no more.
         error, msg = waiter.error, waiter.msg
         waiter.error = waiter.msg = None
@@ -216,8 +236,58 @@ class Requests:
     def _publish(
         self, subject: str, payload: bytes, token: str, headers: HeadersInput | None, *, send_now: bool
     ) -> None:
-        """The general path for a request's message: headers, a payload too big, a connection not open."""
+        """The general path for a request's message: headers, a payload too big, a connection not open.
+
+        Every request queued while the link is down comes this way (the fast
+        paths refuse while reconnecting), so this is where one is noted as
+        not sent yet: down before and after the append, at the same
+        generation, means it went into the buffer that only a new link sends.
+        """
+        link = self._link
+        down_at = link.gen if link.transport is None else -1
         self._core.publish_message(subject, payload, reply=self.prefix + token, headers=headers, send_now=send_now)
+        if down_at >= 0 and link.transport is None and link.gen == down_at:
+            with self.deadline_lock:
+                if self._unsent_gen != down_at:
+                    self._unsent.clear()  # a link came and went since: those all left with its buffer
+                    self._unsent_gen = down_at
+                self._unsent.add(token)
+
+    def timed_out(self, subject: str, timeout: float, *, lost: bool) -> TimeoutError:
+        """The error of a request that got no reply within ``timeout``; ``lost``: the link broke meanwhile."""
+        if lost:
+            return TimeoutError(
+                f"request to {subject!r}: no response within {timeout} s (the connection was lost meanwhile)",
+                failure=RequestFailure.CONNECTION_LOST,
+            )
+        return TimeoutError(f"request to {subject!r}: no response within {timeout} s")
+
+    def fail_waiting(self, reason: RequestFailure, text: str) -> None:
+        """Closing (the state is CLOSED, so the generation is final): end every request still waiting.
+
+        Each gets its own ConnectionClosedError: NOT_DELIVERED if it never
+        left the buffer of a link that never came back, else UNKNOWN.
+        """
+        gen = self._link.gen
+        with self.deadline_lock:
+            unsent = self._unsent if self._unsent_gen == gen else set()
+            self._unsent = set()
+            self._unsent_gen = -1
+        waiters = self._waiters
+        pending: list[tuple[Waiter | ReplyFuture[Any], ConnectionClosedError]] = []
+        for token in list(waiters):
+            entry = waiters.pop(token, None)
+            if entry is None:
+                continue  # answered or given up just now
+            outcome = RequestOutcome.NOT_DELIVERED if token in unsent else RequestOutcome.UNKNOWN
+            pending.append((entry, ConnectionClosedError(text, outcome=outcome, failure=reason)))
+        failed: list[tuple[ReplyFuture[Any], BaseException]] = []
+        for entry, error in pending:
+            if isinstance(entry, Waiter):
+                entry.fill(error=error)
+            else:
+                failed.append((entry, error))
+        fail_all(failed)
 
     # -- deadlines -------------------------------------------------------------------
     def _start_sweeping(self, timeout: float) -> None:
@@ -245,8 +315,8 @@ class Requests:
                 if next_due is None or due < next_due:
                     next_due = due
             elif waiting.pop(token, None) is pending:  # else its reply came in just now
-                error = TimeoutError(f"request to {pending.subject!r}: no response within {pending.timeout} s")
-                expired.append((pending, error))
+                lost = self.lost_at >= due - pending.timeout  # lost since it was made
+                expired.append((pending, self.timed_out(pending.subject, pending.timeout, lost=lost)))
         if expired:
             fail_all(expired)
         with self.deadline_lock:
@@ -262,7 +332,7 @@ class Requests:
 
 
 def fail_pending(pending: list[Waiter | ReplyFuture[Any]], error: Exception) -> None:
-    """Closing: every waiter and future still listed gets ``error``."""
+    """Closing: every waiter and future still listed gets ``error`` (those :meth:`Requests.fail_waiting` missed)."""
     unanswered: list[tuple[ReplyFuture[Any], BaseException]] = []
     for entry in pending:
         if isinstance(entry, Waiter):

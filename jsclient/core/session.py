@@ -18,14 +18,21 @@ Threads running here:
 * ``jsclient-timer``: :meth:`Session.ping_tick` and the request sweep;
 * ``jsclient-reconnect``: exists while a lost connection is being restored:
   it dials the pool with backoff, resubscribes, then sends what was
-  buffered.
+  buffered.  It alone runs the user's ``server_selector`` (holding no lock),
+  at the start of each round.
+
+The server pool is one list shared by the connection and every session of
+it (forks included), changed in place under ``pool_lock``: discovery (the
+reader, from INFO) adds to it, ``set_servers`` (a caller) replaces it, and a
+reconnect round reads a copy.
 
 Locks, in this order when nested: the read token (:mod:`.reader`); the
 writer's ``send_lock`` then ``write_lock`` (:mod:`.writer`; ``write_lock``
 also guards the state).  The router's ``sub_lock`` is taken with neither
 writer lock held, and the writer's locks are never taken under it.
-``_hooks`` is a dict changed by one call at a time (atomic).  A loss is
-acted on once per transport generation, decided under ``write_lock``.
+``pool_lock`` is a leaf.  ``_hooks`` is a dict changed by one call at a
+time (atomic).  A loss is acted on once per transport generation, decided
+under ``write_lock``.
 """
 
 from __future__ import annotations
@@ -60,7 +67,10 @@ from ..errors import (
     InvalidArgumentError,
     NoServersError,
     ProtocolError,
+    RequestFailure,
+    RequestOutcome,
     ServerError,
+    ServerSelectorError,
     StaleConnectionError,
     SubscriptionClosedError,
     TimeoutError,
@@ -70,7 +80,7 @@ from ..futures import ReplyKind
 from ..handshake import open_link
 from ..headers import HeadersInput
 from ..headers import encode as encode_headers
-from ..options import Options, mask_url
+from ..options import Options, mask_url, normalise_url
 from ..protocol import PONG, Parser, PubEncoder, encode_pub, encode_sub, encode_unsub
 from ..scheduler import Scheduler
 from ..subscription import MsgCallback, Subscription
@@ -90,12 +100,19 @@ log = logging.getLogger("jsclient")
 
 ErrorCallback = Callable[[Exception], None]
 EventCallback = Callable[[], None]
+#: ``server_selector(pool, lost)``: the pool in the order a reconnect round would try it, and the URL just
+#: lost (None if none was ever connected); returns the URL of the pool to try first.
+ServerSelector = Callable[[list[str], "str | None"], str]
 
 
 class Callbacks:
-    """The user's callbacks, shared by every session of a connection (they run on the events thread)."""
+    """The user's callbacks, shared by every session of a connection.
 
-    __slots__ = ("closed", "disconnected", "error", "reconnected")
+    The event callbacks run on the events thread; ``selector`` runs on the
+    reconnect thread, which waits for its answer.
+    """
+
+    __slots__ = ("closed", "disconnected", "error", "reconnected", "selector")
 
     def __init__(
         self,
@@ -103,11 +120,13 @@ class Callbacks:
         closed: EventCallback | None,
         disconnected: EventCallback | None,
         reconnected: EventCallback | None,
+        selector: ServerSelector | None = None,
     ) -> None:
         self.error = error
         self.closed = closed
         self.disconnected = disconnected
         self.reconnected = reconnected
+        self.selector = selector
 
 
 class Session:
@@ -130,6 +149,7 @@ class Session:
         self.options = options
         self.callbacks = callbacks
         self.pool = pool  # the server pool: given URLs, then discovered ones (shared across forks)
+        self.pool_lock = threading.Lock()
         self.encoder = encoder
         self._tls_context = tls_context
         self.pid = os.getpid()
@@ -165,6 +185,8 @@ class Session:
         self.info: dict[str, Any] = {}
         self.connected_url: str | None = None
         self.last_error: Exception | None = None
+        #: What closed the connection (for the errors of requests refused afterwards).
+        self.closed_by = RequestFailure.CLOSED
         self._threads: list[threading.Thread] = []  # reader(s), flusher, reconnect: joined by close()
         self.closed_event = threading.Event()
         if forked_from is not None:
@@ -177,7 +199,9 @@ class Session:
     def connect(self) -> None:
         """The first connection: try each server once; auth errors are final at once."""
         errors: list[str] = []
-        for url in list(self.pool):
+        with self.pool_lock:
+            first = list(self.pool)
+        for url in first:
             try:
                 link = self._open(url)
                 break
@@ -281,13 +305,27 @@ class Session:
         """Add cluster members announced in INFO to the pool, with the scheme of the URL ``through`` which
         they were learnt (a ws:// client hears of WebSocket ports); shuffled unless no_randomize."""
         scheme = urlsplit(through).scheme if through else "nats"
-        known = {urlsplit(url).netloc.rpartition("@")[2] for url in self.pool}
-        fresh = [f"{scheme}://{u}" for u in urls if isinstance(u, str) and u not in known]
-        if not fresh:
-            return
-        if not self.options.no_randomize:
-            random.shuffle(fresh)
-        self.pool.extend(fresh)
+        with self.pool_lock:
+            known = {urlsplit(url).netloc.rpartition("@")[2] for url in self.pool}
+            fresh = [f"{scheme}://{u}" for u in urls if isinstance(u, str) and u not in known]
+            if not fresh:
+                return
+            if not self.options.no_randomize:
+                random.shuffle(fresh)
+            self.pool.extend(fresh)
+
+    def set_servers(self, options: Options) -> None:
+        """Replace the pool with ``options.servers`` (checked by the caller); the link stays as it is.
+
+        The next reconnect round dials the new pool; servers a cluster
+        announces join it again unless ``ignore_discovered_servers``.
+        """
+        urls = list(options.servers)
+        if not options.no_randomize:
+            random.shuffle(urls)
+        with self.pool_lock:
+            self.pool[:] = urls
+        self.options = options
 
     # -- what the router hands on (RouterSink) -----------------------------------
     def answer_ping(self) -> None:
@@ -342,6 +380,8 @@ class Session:
             reconnect = self.options.allow_reconnect and w.state is State.CONNECTED
             transport, link.transport = link.transport, None
             link.reading = None
+            self.requests.lost_at = time.monotonic()
+            self.requests.losses += 1
             if reconnect:
                 w.state = State.RECONNECTING
                 w.threshold = 0
@@ -351,7 +391,7 @@ class Session:
         transport.shutdown()
         transport.close()
         if not reconnect:
-            self.close(error=exc)
+            self.close(error=exc, cause=RequestFailure.CONNECTION_LOST)
             return
         lost = ConnectionLostError(f"connection lost before the server answered: {exc}")
         for waiter in orphans:
@@ -372,14 +412,26 @@ class Session:
         try:
             policy.retrying(until_true=True)(self._reconnect_round)
         except RetryError:
-            self.close(error=NoServersError(f"could not reconnect after {opts.max_reconnect_attempts} rounds"))
+            self.close(
+                error=NoServersError(f"could not reconnect after {opts.max_reconnect_attempts} rounds"),
+                cause=RequestFailure.CONNECTION_LOST,
+            )
 
     def _reconnect_round(self) -> bool:
-        """One pass over the pool (the server just lost goes last).  True when connected or closed."""
+        """One pass over the pool (the server just lost goes last, the selector's choice first).
+
+        True when connected or closed.
+        """
         if self.now() is not State.RECONNECTING:
             return True
         current = self.connected_url
-        order = [url for url in self.pool if url != current] + [url for url in self.pool if url == current]
+        with self.pool_lock:
+            pool = list(self.pool)
+        order = [url for url in pool if url != current] + [url for url in pool if url == current]
+        chosen = self._select(order, current)
+        if chosen is not None:
+            order.remove(chosen)
+            order.insert(0, chosen)
         auth_failures = 0
         for url in order:
             if self.now() is not State.RECONNECTING:
@@ -394,6 +446,12 @@ class Session:
             except (OSError, ProtocolError, TimeoutError, ServerError, TLSError) as exc:
                 log.debug("jsclient: reconnect to %s failed: %s", mask_url(url), exc)
                 continue
+            except Error as exc:
+                # Our side of the handshake (a credentials file gone, a callback's bad answer): say so, and go
+                # on trying, as it may be put right; the loop must not end with the connection left reconnecting.
+                self.last_error = exc
+                self.report_error(exc)
+                continue
             self._activate(link, url)
             if self.now() is not State.CONNECTED:
                 return True
@@ -405,9 +463,50 @@ class Session:
             return True
         if auth_failures == len(order):
             # Every server rejects our credentials: retrying would only storm them.
-            self.close(error=self.last_error or AuthorizationError("authorization violation"))
+            self.close(
+                error=self.last_error or AuthorizationError("authorization violation"),
+                cause=RequestFailure.CONNECTION_LOST,
+            )
             return True
         return False
+
+    def _select(self, order: list[str], lost: str | None) -> str | None:
+        """The pool URL the user's server_selector puts first (None: no selector, or it failed).
+
+        Runs on the reconnect thread with no lock held.  A selector that
+        raises, or answers with something not in ``order``, is reported as
+        a ServerSelectorError and this round keeps the default order.  Its
+        exception's text is left out of ours (a URL in it may carry a
+        password); the exception is the error's ``__cause__``.
+        """
+        selector = self.callbacks.selector
+        if selector is None or not order:
+            return None
+        try:
+            answer = selector(list(order), lost)
+        except Exception as exc:  # noqa: BLE001 - user code: reported, and the round goes on
+            error = ServerSelectorError(
+                f"server_selector raised {type(exc).__name__}; trying the servers in the default order"
+            )
+            error.__cause__ = exc
+            self.report_error(error)
+            return None
+        chosen: object = answer
+        if isinstance(answer, str) and answer not in order:
+            try:
+                chosen = normalise_url(answer)  # "host:port" for "nats://host:port", as the pool holds it
+            except InvalidArgumentError:
+                chosen = None
+        if not isinstance(chosen, str) or chosen not in order:
+            shown = _shown_answer(answer)
+            self.report_error(
+                ServerSelectorError(
+                    f"server_selector returned {shown}, which is not in the server pool "
+                    f"({', '.join(mask_url(url) for url in order)}); trying the servers in the default order"
+                )
+            )
+            return None
+        return chosen
 
     def now(self) -> State:
         """The state as of now (other threads change it; a call keeps type checkers from assuming)."""
@@ -438,17 +537,22 @@ class Session:
 
     # -- refusing -----------------------------------------------------------------
     def refusal(self) -> Error:
-        """Why a message or call is refused now."""
+        """Why a message or call is refused now (nothing was sent: NOT_DELIVERED)."""
         if self.forked_from is not None:
             return ForkedConnectionError(
                 f"this connection was made in process {self.forked_from}; a forked child ({os.getpid()}) cannot "
                 "use it: connect again in the child, or pass reconnect_after_fork=True"
             )
-        return ConnectionClosedError(self.closed_reason())
+        draining = self.writer.state is State.DRAINING_PUBS
+        return ConnectionClosedError(
+            self.closed_reason(), failure=RequestFailure.DRAINED if draining else self.closed_by
+        )
 
     def closed_reason(self) -> str:
         if self.writer.state is State.DRAINING_PUBS:
             return "connection is draining and takes no new messages"
+        if self.closed_by is RequestFailure.DRAINED:
+            return "connection closed by drain()"
         if self.last_error is not None:
             return f"connection closed: {self.last_error}"
         return "connection closed"
@@ -516,7 +620,7 @@ class Session:
         if state is not State.CONNECTED and state is not State.RECONNECTING:
             if state is State.CLOSED:
                 raise self.refusal()
-            raise ConnectionClosedError("connection is draining; no new subscriptions")
+            raise ConnectionClosedError("connection is draining; no new subscriptions", failure=RequestFailure.DRAINED)
         router = self.router
         with router.sub_lock:
             sid = next(self._sids)
@@ -613,12 +717,14 @@ class Session:
             self.flush(max(0.001, deadline - time.monotonic()))
         except Error as exc:
             failure = exc
-        self.close()
+        self.close(cause=RequestFailure.DRAINED)
         if failure is not None:
             self.report_error(failure)
             raise failure
 
-    def close(self, error: Exception | None = None) -> None:
+    def close(self, error: Exception | None = None, *, cause: RequestFailure = RequestFailure.CLOSED) -> None:
+        """End the connection; ``error`` is why, when it was not asked for, and ``cause`` what requests
+        still waiting (and those refused from now on) give as their reason."""
         w = self.writer
         with w.write_lock:
             if w.state is State.CLOSED:
@@ -626,20 +732,23 @@ class Session:
             was_connected = w.state is not State.CONNECTING
             w.state = State.CLOSED
             w.accepting = False
+            self.closed_by = cause
             pongs = list(w.pongs)
             w.pongs.clear()
         if error is None and was_connected:
             w.send_last()  # best effort: what publish() accepted should leave
         self.link.shutdown()
-        closed = ConnectionClosedError(self.closed_reason())
+        reason = self.closed_reason()
+        closed = ConnectionClosedError(reason, outcome=RequestOutcome.UNKNOWN, failure=cause)
         for waiter in pongs:
             if waiter is not None:
                 waiter.fill(error=closed)
         self.timers.close()
         if self._watchdog is not None:
             self._watchdog.close()
+        self.requests.fail_waiting(cause, reason)
         subs, pending = self.router.take_all()
-        fail_pending(pending, closed)
+        fail_pending(pending, closed)  # listed while the ones before were failed
         for sub in subs:
             sub._mark_closed(ConnectionClosedError, discard=False)
         if error is not None:
@@ -671,6 +780,16 @@ class Session:
             "out_msgs": self.writer.out_msgs,
             "out_bytes": self.writer.out_bytes,
         }
+
+
+def _shown_answer(answer: object) -> str:
+    """A selector's answer for an error text: a URL with its password masked, else only its type."""
+    if isinstance(answer, str):
+        try:
+            return repr(mask_url(answer))
+        except ValueError:
+            return "a str that is no URL"
+    return f"a {type(answer).__name__}"
 
 
 def _finalize(link: Link, timers: Scheduler, events: EventQueue) -> None:

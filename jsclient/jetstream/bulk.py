@@ -13,7 +13,11 @@ shared :class:`jsclient.Connection`.
 Two ways to ask: batched direct gets (ADR-31, :meth:`BulkReader.read`),
 which leave no trace on the server, and pulls from a consumer the caller
 made (:meth:`BulkReader.pull`), which cost the server a third as much per
-message (no delivery headers to format, no pending count per batch).
+message (no delivery headers to format, no pending count per batch).  A
+server before 2.11 ignores a direct get's ``batch`` and sends one message
+without an end: from such a server (its INFO says so) ``read`` asks for one
+message at a time instead, a round trip each, so that it still reads every
+message once.
 
 The next request goes out as soon as a batch's end arrives, so the server
 fills the socket while the caller decodes.  Any fault closes the link and
@@ -25,9 +29,11 @@ new link does not see.
 from __future__ import annotations
 
 import builtins
+import re
 import secrets
 import ssl
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import (
     ConnectionLostError,
@@ -42,8 +48,8 @@ from ..handshake import open_link
 from ..options import Options, mask_url
 from ..protocol import PING, PONG, PUB_FRAME, check_subscribe_subject, split_replies
 from ..transport import Transport
-from . import api
-from .direct import _api_error, eob_counts
+from . import api, features
+from .direct import _api_error, eob_counts, stored_size
 from .manager import DIRECT_BATCH, FETCH, Verdict
 from .metadata import parse_metadata
 from .status import Kind, Status, classify_header, status_error
@@ -54,6 +60,9 @@ RECV_SIZE = 1 << 20
 BATCH_FILLED = Status(Kind.BATCH_COMPLETED, 409, "Batch Completed")
 #: Pulls in a row that may end before their first message (leader changes) before the read gives up.
 EMPTY_PULLS = 3
+#: A direct-get reply's subject and sequence, in its header block.
+_SUBJECT = re.compile(rb"\r\nNats-Subject: ([^\r]*)\r\n")
+_SEQUENCE = re.compile(rb"\r\nNats-Sequence: (\d+)\r\n")
 
 
 class _Filled:
@@ -85,6 +94,12 @@ class _Filled:
         return self.used >= self.max_bytes
 
 
+def _grown(replies: list[bytes]) -> Callable[[], bool]:
+    """Whether ``replies`` holds more than it does now: one reply has come."""
+    before = len(replies)
+    return lambda: len(replies) > before
+
+
 class BulkReader:
     """Reads ranges of a stream as (header blocks, payloads) lists; one thread at a time."""
 
@@ -93,6 +108,7 @@ class BulkReader:
         self.prefix = prefix
         self._tls_context = tls_context
         self._transport: Transport | None = None
+        self._info: dict[str, Any] = {}  # the INFO of the server at the other end of the link
         self._inbox = ""
         self._rest = b""  # received, not parsed yet
         self._chunk = bytearray(RECV_SIZE)
@@ -103,7 +119,7 @@ class BulkReader:
         errors = []
         for url in self.options.servers:
             try:
-                transport, _, _ = open_link(url, self.options, self._tls_context)
+                transport, _, _ = open_link(url, self.options, self._tls_context, on_info=self._info_seen)
             except (OSError, JetStreamAPIError, ProtocolError, TimeoutError) as exc:
                 errors.append(f"{mask_url(url)}: {exc}")
                 continue
@@ -113,6 +129,9 @@ class BulkReader:
             self._rest = b""
             return transport
         raise NoServersError(f"bulk reader could not connect: {'; '.join(errors)}")
+
+    def _info_seen(self, info: dict[str, Any]) -> None:
+        self._info = info
 
     def close(self) -> None:
         transport, self._transport = self._transport, None
@@ -131,9 +150,15 @@ class BulkReader:
         check_subscribe_subject(subject, "subject")
         if first > last:
             return
+        transport = self._live_link(timeout)
+        if not features.supports(self._info, features.BATCHED_DIRECT_GET):
+            yield from self._read_one_by_one(
+                transport, stream, subject, first, last, batch=batch, max_bytes=max_bytes, timeout=timeout
+            )
+            return
         ok = False
         try:
-            transport, request = self._first_batch_asked(stream, subject, first, batch, max_bytes, timeout)
+            request = self._batch_asked(transport, stream, subject, first, batch, max_bytes)
             while True:
                 headers: list[bytes] = []
                 payloads: list[bytes] = []
@@ -227,14 +252,60 @@ class BulkReader:
                 self.close()
         return self._link()
 
-    def _first_batch_asked(
-        self, stream: str, subject: str, first: int, batch: int, max_bytes: int, timeout: float
-    ) -> tuple[Transport, bytes]:
-        """Send the first request (on a live link)."""
-        transport = self._live_link(timeout)
+    def _batch_asked(
+        self, transport: Transport, stream: str, subject: str, first: int, batch: int, max_bytes: int
+    ) -> bytes:
+        """Send the first request (on a live link); the request line for the next ones."""
         request = f"{self.prefix}.DIRECT.GET.{stream} {self._inbox}".encode()
         self._ask(transport, request, subject, first, batch, max_bytes)
-        return transport, request
+        return request
+
+    def _read_one_by_one(
+        self, transport: Transport, stream: str, subject: str, first: int, last: int, *, batch: int, max_bytes: int,
+        timeout: float,
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        """:meth:`read` from a server before 2.11: one direct get per message (``seq`` and ``next_by_subj``),
+        gathered into lists of up to ``batch`` messages or ``max_bytes``, until ``last`` or a 404."""
+        request = f"{self.prefix}.DIRECT.GET.{stream} {self._inbox}".encode()
+        seq = first
+        ok = False
+        try:
+            while True:
+                headers: list[bytes] = []
+                payloads: list[bytes] = []
+                counted = 0
+                more = True
+                while more and len(headers) < batch and counted < max_bytes:
+                    body = api.encode({"seq": seq, "next_by_subj": subject})
+                    transport.sendall(PUB_FRAME % (request, len(body), body))
+                    status = self._take(
+                        transport, headers, payloads, timeout, until_pong=False, ends=_grown(headers)
+                    )
+                    if status is not None:
+                        judged = classify_header(status)
+                        if judged.kind is not Kind.NO_MESSAGES:
+                            if judged.code == 503:
+                                raise NoRespondersError(f"no direct get responder for stream {stream!r}")
+                            raise _api_error(judged.code, judged.description, stream)
+                        more = False
+                        break
+                    header = headers[-1]
+                    found = _SEQUENCE.search(header)
+                    named = _SUBJECT.search(header)
+                    if found is None or named is None:
+                        raise ProtocolError(f"a direct get reply without its sequence or subject: {header[:200]!r}")
+                    got = int(found[1])
+                    counted += stored_size(header, named[1].decode("utf-8", "replace"), payloads[-1])
+                    more = got < last
+                    seq = got + 1
+                if headers:
+                    yield headers, payloads
+                if not more:
+                    ok = True
+                    return
+        finally:
+            if not ok:
+                self.close()  # a request may still be answering: that link is spent
 
     def _take_pong(self, transport: Transport, timeout: float) -> None:
         """Read until the PONG that answers our PING (nothing else is in flight on an idle link)."""

@@ -182,6 +182,14 @@ class JetStream:
     def account_info(self) -> AccountInfo:
         return self._call("INFO", None, AccountInfo)
 
+    def api_level(self) -> int:
+        """The JetStream API level (ADR-44) of the server answering for this account: 0 before 2.11.
+
+        Asked of JetStream itself, not read from the connected server's INFO,
+        which a leaf node may make older or newer than JetStream is.
+        """
+        return self.account_info().api.level
+
     # -- streams -------------------------------------------------------------------
     def add_stream(self, config: StreamConfig | None = None, **fields: Any) -> StreamInfo:
         """Create a stream (idempotent for an identical config)."""
@@ -320,6 +328,7 @@ class JetStream:
                 raise InvalidArgumentError(f"start_time must be a timezone-aware datetime, not {start_time!r}")
             body.pop("seq", None)
             body["start_time"] = start_time.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+            self.require(features.START_TIME_GET)  # 2.10 answers "bad request", or ignores it beside next_by_subj
         if not body:
             raise InvalidArgumentError("get_msg needs seq, last_by_subj, next_by_subj or start_time")
         return self._call(f"STREAM.MSG.GET.{stream}", body, api._MsgGetReply).message
@@ -710,6 +719,8 @@ class JetStream:
             for name, value in scheduled.items():
                 hdrs[name] = value
             needs.append(features.SCHEDULES)
+            if msgopts.repeats(scheduled):
+                needs.append(features.REPEATING_SCHEDULES)
         else:
             for name, value in (("schedule_target", target), ("schedule_source", source),
                                 ("schedule_ttl", schedule_ttl), ("schedule_time_zone", time_zone)):
@@ -843,6 +854,7 @@ class JetStream:
     def counter_get(self, stream: str, subject: str, *, timeout: float | None = None) -> int:
         """The counter's total (MessageNotFoundError if nothing was ever added on ``subject``)."""
         check_publish_subject(subject)
+        self.require(features.COUNTERS)
         try:
             data = self.direct_get(stream, last_by_subj=subject, timeout=timeout).data
         except DirectGetDisabledError:
@@ -855,6 +867,7 @@ class JetStream:
         One multi-subject direct get; on a stream without ``allow_direct``,
         one STREAM.MSG.GET per subject (no wildcards then).
         """
+        self.require(features.COUNTERS)  # before the multi-subject get, which a 2.10 server refuses otherwise
         try:
             return {
                 m.subject: api.decode_counter(m.data, m.subject)
@@ -877,6 +890,8 @@ class JetStream:
         subject, data, headers, msg_id; every one is checked before anything
         is sent.  The stream needs ``allow_atomic=True`` (server 2.12+).
         """
+        # An older server ignores the batch headers and stores every message on its own: not atomic.
+        self.require(features.ATOMIC_BATCH)
         return batch.publish_batch(self, messages, timeout=timeout, batch_id=batch_id)
 
     def publish_stream(
@@ -906,6 +921,7 @@ class JetStream:
 
     def atomic_batch(self, timeout: float | None = None) -> AtomicBatch:
         """``with js.atomic_batch() as b: b.add(subject, data)``: commits on exit, sends nothing on an error."""
+        self.require(features.ATOMIC_BATCH)
         return AtomicBatch(self, timeout)
 
     def _send_pending(self) -> None:

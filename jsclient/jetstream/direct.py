@@ -6,11 +6,18 @@ own because the server answers one request with many messages, ending with a
 ``204 EOB`` status that carries ``Nats-Num-Pending``/``Nats-Last-Sequence``
 (and ``Nats-UpTo-Sequence`` for multi-subject reads, which later requests
 pass back as ``up_to_seq`` so a long read is one point in time).
+
+What a server before 2.11 lacks is decided by its release before sending
+(:mod:`.features`): it ignores ``batch`` (a batch is then read one get at a
+time, within the same limits) and ``start_time`` (refused), and cannot read
+``multi_last`` (refused).  A reply without Nats-Num-Pending tells the same
+of an older replica behind a newer server (ADR-31).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -19,6 +26,7 @@ from ..checks import check_timeout, whole
 from ..errors import (
     BadRequestError,
     DirectGetDisabledError,
+    FeatureNotSupportedError,
     InvalidArgumentError,
     JetStreamAPIError,
     MessageNotFoundError,
@@ -30,7 +38,7 @@ from ..errors import (
 from ..headers import Headers, parse, status_of
 from ..message import Msg
 from ..protocol import ReplyShape, check_publish_subject, check_subscribe_subject, remember, reply_pattern
-from . import api
+from . import api, features
 from .manager import DIRECT_BATCH, MessageManager, Verdict
 from .status import Kind, Status
 
@@ -174,7 +182,8 @@ class StoredMessage:
             self.seq = int(found["Nats-Sequence"])
             self._time = found["Nats-Time-Stamp"]
             pending = found.get("Nats-Num-Pending")
-            #: Messages still matching after this one (batched reads only, else None).
+            #: Messages still matching after this one (batched reads only, else None), as the server
+            #: counts: a 2.11 server counts this one too in a plain batch (2.12+ do not).
             self.num_pending = int(pending) if pending is not None else None
         except (KeyError, ValueError) as exc:
             raise JetStreamAPIError(0, 0, f"direct get reply without its delivery headers ({exc})") from None
@@ -278,6 +287,8 @@ def direct_get(
         raise InvalidArgumentError("last_by_subj cannot be combined with seq, next_by_subj or start_time")
     if not body:
         raise InvalidArgumentError("direct_get needs seq, last_by_subj, next_by_subj or start_time")
+    if start_time is not None:
+        js.require(features.START_TIME_GET)  # a 2.10 server ignores start_time: the wrong message
     return read_direct(js, stream, f"{js.prefix}.DIRECT.GET.{stream}", api.encode(body), timeout)
 
 
@@ -356,22 +367,44 @@ def _rfc3339(value: Any, name: str) -> str:
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
-class DirectBatch:
-    """Iterator over one or more batched direct gets; ``num_pending``/``last_sequence`` after each EOB."""
+class Asking(enum.Enum):
+    """How a :class:`DirectBatch` asks the server for its messages."""
 
-    def __init__(self, js: JetStream, stream: str, body: dict[str, Any], continue_multi: bool,
-                 timeout: float) -> None:
+    BATCH = "batch"  # batched requests, each ended by a 204 EOB (2.11+; one get per message before)
+    MULTI_LAST = "multi_last"  # the last message of each subject, continued at one point in time (2.11+)
+
+
+class DirectBatch:
+    """Iterator over one or more batched direct gets; ``num_pending``/``last_sequence`` after each EOB.
+
+    A server before 2.11 ignores ``batch`` and answers with the first
+    message alone (ADR-31), which would make a short read: there the same
+    messages are read one direct get at a time, with the same limits.
+    """
+
+    def __init__(self, js: JetStream, stream: str, body: dict[str, Any], *, asking: Asking, timeout: float) -> None:
         self._js = js
         self.stream = stream
         self._body = body
-        self._continue = continue_multi
+        self._asking = asking
         self._timeout = timeout
-        #: After an EOB: messages still matching, and the sequence of the last one sent.
+        #: After an EOB: messages still matching (None where a server before 2.11 cannot count them),
+        #: and the sequence of the last one sent.
         self.num_pending: int | None = None
         self.last_sequence: int | None = None
         self.up_to_sequence: int | None = None
 
     def __iter__(self) -> Iterator[StoredMessage]:
+        """Decided before anything is sent, by the server connected now (it may have changed since the call)."""
+        if self._asking is Asking.MULTI_LAST:
+            self._js.require(features.MULTI_LAST_DIRECT_GET)
+        elif "start_time" in self._body:
+            self._js.require(features.START_TIME_GET)
+        elif not features.supports(self._js.conn.server_info, features.BATCHED_DIRECT_GET):
+            return self._one_by_one(self._body["seq"], self._body["batch"], 0)
+        return self._batches()
+
+    def _batches(self) -> Iterator[StoredMessage]:
         js = self._js
         conn = js.conn
         subject = f"{js.prefix}.DIRECT.GET.{self.stream}"
@@ -379,10 +412,12 @@ class DirectBatch:
         sub = conn.subscribe(inbox, pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 34)
         mm = MessageManager(conn.core)
         body = dict(self._body)
+        multi = self._asking is Asking.MULTI_LAST
         try:
             while True:
                 conn.core.publish_message(subject, api.encode(body), reply=inbox, send_now=True)
                 first = True
+                got = 0
                 while True:
                     try:
                         msg = sub._take(self._timeout)
@@ -404,15 +439,24 @@ class DirectBatch:
                             self.up_to_sequence = int(upto)
                         break
                     if verdict is not Verdict.MESSAGE:
+                        if multi and mm.status.code == 408 and "empty request" in mm.status.description.lower():
+                            raise _older_responder(features.MULTI_LAST_DIRECT_GET, self.stream)
                         raise _status_error(js, self.stream, mm.status, msg.data)
                     stored = StoredMessage(msg)
-                    if first and stored.num_pending is None:
-                        # An old server answers only the first message, without batch headers.
+                    if first and stored.num_pending is None and not multi:
+                        # A replica older than 2.11 answered (ADR-31: no Nats-Num-Pending): it sends this
+                        # message alone.  The rest is read one get at a time, within the same limits.
+                        sub.unsubscribe()
                         yield stored
+                        yield from self._one_by_one(
+                            stored.seq + 1, self._body["batch"] - 1, stored_size(msg.header, stored.subject, msg.data),
+                            last_sequence=stored.seq,
+                        )
                         return
                     first = False
+                    got += 1
                     yield stored
-                if not (self._continue and self.num_pending and self.last_sequence):
+                if not (multi and self.last_sequence and self._more(got)):
                     return
                 # Continue the multi-subject read at the same point in time.
                 body = {**self._body, "seq": self.last_sequence + 1}
@@ -422,6 +466,66 @@ class DirectBatch:
         finally:
             sub.unsubscribe()
 
+    def _more(self, got: int) -> bool:
+        """Whether a multi-subject read goes on after a batch of ``got`` messages.
+
+        A 2.11 server's end of batch counts one message fewer than remain
+        (it says 0 with one to go), so a full batch that did not reach the
+        read's point in time asks once more: the answer is the rest, or 404.
+        """
+        if self.num_pending:
+            return True
+        limit = self._body.get("batch")
+        return bool(limit and got >= limit and self.up_to_sequence and self.last_sequence
+                    and self.last_sequence < self.up_to_sequence)
+
+    def _one_by_one(
+        self, seq: int, left: int, counted: int, *, last_sequence: int | None = None
+    ) -> Iterator[StoredMessage]:
+        """Up to ``left`` messages from ``seq`` on, one direct get each, until ``max_bytes`` (less ``counted``)
+        is reached or nothing more matches (404): what a batch would have sent."""
+        js = self._js
+        subject = self._body["next_by_subj"]
+        max_bytes = self._body.get("max_bytes", 0)
+        request = f"{js.prefix}.DIRECT.GET.{self.stream}"
+        self.last_sequence = last_sequence
+        self.num_pending = None  # not known unless the end is reached
+        while left > 0 and not (max_bytes and counted >= max_bytes):
+            try:
+                reply = js.conn.request(request, api.encode({"seq": seq, "next_by_subj": subject}), self._timeout)
+            except NoRespondersError:
+                raise no_direct(js, self.stream) from None
+            try:
+                stored = stored_reply(reply, self.stream)
+            except MessageNotFoundError:
+                self.num_pending = 0
+                return
+            counted += stored_size(reply.header, stored.subject, reply.data)
+            left -= 1
+            seq = stored.seq + 1
+            self.last_sequence = stored.seq
+            yield stored
+
+
+def _older_responder(feature: features.Feature, stream: str) -> FeatureNotSupportedError:
+    return FeatureNotSupportedError(
+        description=(
+            f"{feature.name} needs nats-server {feature.version} or newer: a server of stream {stream!r} older "
+            "than that answered (it did not understand the request)"
+        )
+    )
+
+
+def stored_size(header: bytes | None, subject: str, data: bytes) -> int:
+    """What a message counts against a batch's ``max_bytes``, as the server counts it: its subject, the
+    headers it was stored with (the reply's block less the delivery lines) and its payload."""
+    own = 0
+    if header:
+        for line in header.split(b"\r\n")[1:]:
+            if line and line.partition(b":")[0].decode("utf-8", "replace") not in _DELIVERY:
+                own += len(line) + 2
+    return len(subject) + (len(b"NATS/1.0\r\n\r\n") + own if own else 0) + len(data)
+
 
 def eob_counts(header: bytes) -> tuple[int, int]:
     """Nats-Num-Pending and Nats-Last-Sequence of a ``204 EOB`` status header block."""
@@ -429,21 +533,21 @@ def eob_counts(header: bytes) -> tuple[int, int]:
     return int(headers.get("Nats-Num-Pending", "0")), int(headers.get("Nats-Last-Sequence") or 0)
 
 
-def count_matching(js: JetStream, stream: str, subject: str, seq: int, timeout: float | None = None) -> int:
-    """How many stored messages from ``seq`` on match ``subject`` (0 when none; allow_direct streams)."""
-    reply = js.conn.request(
-        f"{js.prefix}.DIRECT.GET.{stream}",
-        api.encode({"batch": 1, "seq": seq, "next_by_subj": subject}),
-        timeout=timeout or js.timeout,
-    )
-    code = status_of(reply.header)
-    if code == 404:
-        return 0
-    if code == 503 and not reply.data:
-        raise no_direct(js, stream)
-    if code is not None:
-        raise _api_error(code, parse(reply.header).description if reply.header else "", stream)
-    return (StoredMessage(reply).num_pending or 0) + 1
+def count_matching(js: JetStream, stream: str, subject: str, seq: int, timeout: float | None = None) -> int | None:
+    """How many stored messages from ``seq`` on match ``subject`` (0 when none; allow_direct streams).
+
+    One batch of one message: that message and the count its end (204 EOB)
+    gives of those after it.  Not the message's own Nats-Num-Pending, which
+    a 2.11 server counts with the message itself and 2.12+ without.  None
+    where the server cannot count (before 2.11 a direct get carries no
+    pending count): that server is not asked.
+    """
+    if not features.supports(js.conn.server_info, features.BATCHED_DIRECT_GET):
+        return None
+    body = {"batch": 1, "seq": whole("seq", seq), "next_by_subj": subject}
+    reading = DirectBatch(js, stream, body, asking=Asking.BATCH, timeout=timeout or js.timeout)
+    got = sum(1 for _ in reading)
+    return None if reading.num_pending is None else got + reading.num_pending
 
 
 def direct_get_batch(
@@ -457,6 +561,7 @@ def direct_get_batch(
     max_bytes: int | None = None,
     timeout: float | None = None,
 ) -> DirectBatch:
+    """Up to ``batch`` messages matching ``subject``; one get at a time on a server before 2.11."""
     api.check_name("stream", stream)
     check_subscribe_subject(subject, "subject")
     body: dict[str, Any] = {"batch": whole("batch", batch), "next_by_subj": subject}
@@ -464,11 +569,12 @@ def direct_get_batch(
         raise InvalidArgumentError("seq and start_time are mutually exclusive")
     if start_time is not None:
         body["start_time"] = _rfc3339(start_time, "start_time")
+        js.require(features.START_TIME_GET)  # a 2.10 server ignores start_time: the wrong messages
     else:
         body["seq"] = 1 if seq is None else whole("seq", seq)
     if max_bytes is not None:
         body["max_bytes"] = whole("max_bytes", max_bytes)
-    return DirectBatch(js, stream, body, False, timeout or js.timeout)
+    return DirectBatch(js, stream, body, asking=Asking.BATCH, timeout=timeout or js.timeout)
 
 
 def direct_get_last_for_subjects(
@@ -481,6 +587,7 @@ def direct_get_last_for_subjects(
     batch: int | None = None,
     timeout: float | None = None,
 ) -> DirectBatch:
+    """The last message of each subject (server 2.11+: refused before sending on an older one)."""
     api.check_name("stream", stream)
     listed: Any = subjects
     if not isinstance(listed, (list, tuple)) or not listed:
@@ -498,4 +605,5 @@ def direct_get_last_for_subjects(
         body["up_to_time"] = _rfc3339(up_to_time, "up_to_time")
     if batch is not None:
         body["batch"] = whole("batch", batch)
-    return DirectBatch(js, stream, body, True, timeout or js.timeout)
+    js.require(features.MULTI_LAST_DIRECT_GET)  # a 2.10 server answers 408 Empty Request
+    return DirectBatch(js, stream, body, asking=Asking.MULTI_LAST, timeout=timeout or js.timeout)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msgspec import UNSET
 
-from ..checks import seconds, whole
+from ..checks import seconds, whole, whole_seconds
 from ..errors import (
     BucketNotFoundError,
     InvalidArgumentError,
@@ -518,12 +518,10 @@ def bucket_config(
             for source in sources
         ]
     if limit_marker_ttl is not None:
-        if seconds("limit_marker_ttl", limit_marker_ttl) < api.MIN_MESSAGE_TTL:
-            raise InvalidArgumentError(
-                f"limit_marker_ttl must be at least {api.MIN_MESSAGE_TTL:g} s (server minimum), not {limit_marker_ttl}"
-            )
+        # A marker's TTL is a per-message TTL: whole seconds, like ttl= on create and purge.
+        marker_ttl = whole_seconds("limit_marker_ttl", limit_marker_ttl, int(api.MIN_MESSAGE_TTL))
         fields["allow_msg_ttl"] = True
-        fields["subject_delete_marker_ttl"] = float(limit_marker_ttl)
+        fields["subject_delete_marker_ttl"] = float(marker_ttl)
     return api.validate_stream_config(StreamConfig(**fields))
 
 

@@ -10,9 +10,10 @@ import datetime as dt
 import re
 from typing import Any
 
+from ..checks import whole_seconds
 from ..errors import InvalidArgumentError
 from ..protocol import check_publish_subject
-from .api import MIN_MESSAGE_TTL
+from .api import MIN_MESSAGE_TTL as _MIN_TTL
 
 TTL_HEADER = "Nats-TTL"
 INCR_HEADER = "Nats-Incr"
@@ -22,8 +23,10 @@ SCHEDULE_SOURCE_HEADER = "Nats-Schedule-Source"
 SCHEDULE_TTL_HEADER = "Nats-Schedule-TTL"
 SCHEDULE_TIME_ZONE_HEADER = "Nats-Schedule-Time-Zone"
 
-#: A per-message TTL: seconds (int, or a whole-second timedelta) or "never".
-TTL = int | dt.timedelta | str
+#: A per-message TTL: whole seconds (an int, a float or a timedelta without a fraction) or "never".
+TTL = int | float | dt.timedelta | str
+#: The server's minimum TTL, in whole seconds.
+MIN_MESSAGE_TTL = int(_MIN_TTL)
 #: A schedule: an aware datetime (once, then), a timedelta (every so often) or the ADR's text form.
 Schedule = dt.datetime | dt.timedelta | str
 
@@ -40,21 +43,14 @@ def _go_seconds(text: str) -> float:
 
 
 def ttl_value(name: str, ttl: Any) -> str:
-    """The header value of a TTL: whole seconds >= 1, or "never" (the server keeps whole seconds)."""
+    """The header value of a TTL: whole seconds >= 1 (``1.0`` too, not ``1.5``), or "never"."""
     if isinstance(ttl, str):
         if ttl.lower() == "never":
             return "never"
-        raise InvalidArgumentError(f"{name} must be seconds (an int >= 1), a timedelta or 'never', not {ttl!r}")
-    if isinstance(ttl, dt.timedelta):
-        seconds = ttl.total_seconds()
-        if seconds != int(seconds):
-            raise InvalidArgumentError(f"{name} must be whole seconds (the server keeps no fraction), not {ttl!r}")
-        ttl = int(seconds)
-    if isinstance(ttl, bool) or not isinstance(ttl, int):
-        raise InvalidArgumentError(f"{name} must be seconds (an int >= 1), a timedelta or 'never', not {ttl!r}")
-    if ttl < MIN_MESSAGE_TTL:
-        raise InvalidArgumentError(f"{name} must be at least {MIN_MESSAGE_TTL:g} s (server minimum), not {ttl!r}")
-    return str(ttl)
+        raise InvalidArgumentError(
+            f"{name} must be whole seconds (an int or float >= 1, or a timedelta) or 'never', not {ttl!r}"
+        )
+    return str(whole_seconds(name, ttl, MIN_MESSAGE_TTL))
 
 
 def increment_value(delta: Any) -> str:
@@ -72,10 +68,7 @@ def schedule_value(schedule: Any) -> tuple[str, bool]:
         stamp = schedule.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
         return f"@at {stamp}", False
     if isinstance(schedule, dt.timedelta):
-        seconds = schedule.total_seconds()
-        if seconds < 1 or seconds != int(seconds):
-            raise InvalidArgumentError(f"a schedule interval must be whole seconds >= 1, not {schedule!r}")
-        return f"@every {int(seconds)}s", False
+        return f"@every {whole_seconds('a schedule interval', schedule)}s", False
     if not isinstance(schedule, str):
         raise InvalidArgumentError(f"schedule must be an aware datetime, a timedelta or a str, not {schedule!r}")
     text = schedule.strip()
@@ -101,6 +94,11 @@ def schedule_value(schedule: Any) -> tuple[str, bool]:
             " or a cron line of 6 fields (seconds first)"
         )
     return text, True
+
+
+def repeats(headers: dict[str, str]) -> bool:
+    """Whether a schedule's headers make it repeat (anything but ``@at``): server 2.14+, 2.12 refuses it."""
+    return not headers[SCHEDULE_HEADER].startswith("@at ")
 
 
 def schedule_headers(

@@ -11,7 +11,8 @@ Runs on the caller's thread.  An :class:`ObjectStore` holds no mutable state
 and may be shared; an :class:`ObjectReader` or :class:`ObjectWatcher` belongs
 to the thread that reads it.  Memory stays bounded: a put keeps at most
 ``PUT_WINDOW`` chunks unacknowledged, a get asks for ``GET_BATCH_BYTES`` at a
-time.
+time (one batched direct get; from a server before 2.11, which has none, one
+direct get per chunk, as :class:`~.direct.DirectBatch` does by itself).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ memory, one replica, deleted at the end, and by the server after
 CONSUMER_IDLE should the task die), pulled in bulk: a third of the server's
 work per message of batched direct gets.  Only streams that keep messages by
 interest or as a work queue are read by direct get (where a consumer would
-count as interest, or is refused), so they need allow_direct.  Either way the
+count as interest, or is refused), so they need allow_direct; from a server
+before 2.11, which has no batched direct get, one message per request.  Either way the
 replies are decoded to Arrow in bulk (:mod:`.arrow`); writes go through
 :mod:`.sink`.
 """
@@ -128,7 +129,9 @@ def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, info: 
 
     The counts come from the server's pending counts at each boundary, asked
     lowest first: a message stored meanwhile can only lower an expectation,
-    so a count never reports loss that did not happen.
+    so a count never reports loss that did not happen.  A server before 2.11
+    cannot count (its direct gets carry no pending count): its ranges expect
+    nothing, as on a stream without direct get.
     """
     ranges = split_range(first, last, opts.min_partitions)
     direct = info.config.allow_direct is True
@@ -139,8 +142,11 @@ def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, info: 
     stream, subject = opts.require_stream(), server_filter(opts)
     counts = [count_matching(js, stream, subject, r.first) for r in ranges]
     counts.append(count_matching(js, stream, subject, last + 1))
+    known = [c for c in counts if c is not None]
+    if len(known) != len(counts):
+        return ranges
     for i, r in enumerate(ranges):
-        r.expected = max(0, counts[i] - counts[i + 1])
+        r.expected = max(0, known[i] - known[i + 1])
     return ranges
 
 

@@ -2,16 +2,19 @@
 
 ``kv_get`` suits a row-at-a-time ``udf``; ``kv_get_many`` reads many keys with
 one multi-subject direct get per 1024 keys, for Arrow/pandas UDFs and
-``mapInArrow``.  Both run in executor workers; the options object is the
+``mapInArrow`` (from a server before 2.11, which has no multi-subject get,
+one get of the last value per key).  Both run in executor workers; the options object is the
 picklable :class:`SparkOptions` captured by the UDF.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import KeyNotFoundError
+from ..jetstream import features
 from ..jetstream.direct import MAX_MULTI_SUBJECTS
 from ..jetstream.kv import DEL, OPERATION_HEADER, PURGE, check_bucket, check_key
 from .connections import connection
@@ -42,6 +45,14 @@ def kv_get_many(
     wanted = sorted({k for k in keys if k is not None})
     found: dict[str, bytes] = {}
     prefix = f"$KV.{bucket}."
+    if wanted and not features.supports(js.conn.server_info, features.MULTI_LAST_DIRECT_GET):
+        for key in wanted:
+            check_key(key)
+        kv = js.key_value(bucket)
+        for key in wanted:
+            with contextlib.suppress(KeyNotFoundError):  # deleted and purged keys too
+                found[key] = kv.get(key).value
+        return [found.get(k) if k is not None else None for k in keys]
     for i in range(0, len(wanted), MAX_MULTI_SUBJECTS):
         chunk = [prefix + check_key(k) for k in wanted[i : i + MAX_MULTI_SUBJECTS]]
         for msg in js.direct_get_last_for_subjects(f"KV_{bucket}", chunk):
