@@ -16,10 +16,9 @@ Threads:
   as :class:`SpinBackoff` allows; so does the reader while async requests
   are out (:func:`poll_before_recv`).
 
-Locks: the read side's ``token`` (one per transport) is taken with nothing
-else held; its holder may take the writer's locks and the router's
-``sub_lock`` while routing (a PONG, a lost connection), never the reverse.
-The parser, the receive buffer and ``spin`` belong to the token's holder.
+Locks (their order: :mod:`jsclient.core`): the read side's ``token``, one
+per transport; the parser, the receive buffer and ``spin`` belong to its
+holder.
 
 The thread holds the Reader only weakly while blocked in ``recv``, so a
 connection dropped without ``close()`` can be collected.

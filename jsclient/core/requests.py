@@ -21,10 +21,9 @@ the link is down waits in the write buffer, and only a new link (a new
 *g* that is still waiting when the connection closes at *g* never left
 (``_unsent``): NOT_DELIVERED, where every other one is UNKNOWN.
 
-Locks: ``mux_lock`` guards creating the inbox (it takes the router's
-``sub_lock`` and the writer's locks inside, through subscribing);
-``deadline_lock`` guards ``sweeping`` and ``_unsent``, and is a leaf.  A
-forked child builds a new Requests (see :mod:`jsclient.core.session`), so
+Locks (their order: :mod:`jsclient.core`): ``mux_lock`` guards creating
+the inbox; ``deadline_lock`` guards ``sweeping`` and ``_unsent``.  A forked
+child builds a new Requests (see :mod:`jsclient.core.session`), so
 neither a flag nor a lock held by a parent's thread at the fork carries
 over.
 """

@@ -16,8 +16,8 @@ waiter is listed before its request is sent).  ``take_shaped`` alone runs a
 caller's :class:`~jsclient.protocol.ReplyShape` reader, on that caller's
 thread: the reader thread only ever makes messages.
 
-Locks: ``sub_lock`` guards changes to ``subs`` (never nested with the
-writer's locks).  The futures' lock (:func:`jsclient.futures.settle_lock`)
+Locks (their order: :mod:`jsclient.core`): ``sub_lock`` guards changes to
+``subs``.  The futures' lock (:func:`jsclient.futures.settle_lock`)
 is held through a run of async replies and released before anything else
 is routed; only decoding replies, stores and wake-ups happen under it.
 """

@@ -2,37 +2,36 @@
 
 A :class:`Session` composes the writer (:mod:`.writer`), the reader
 (:mod:`.reader`), the router (:mod:`.router`), the request mux
-(:mod:`.requests`), the events thread (:mod:`.events`) and a timer
+(:mod:`.requests`), the subscriptions (:mod:`.subs`), the server pool
+(:mod:`.pool`), the events thread (:mod:`.events`) and a timer
 (:mod:`jsclient.scheduler`), and runs the connection's lifecycle: the
-handshake (:mod:`jsclient.handshake`), the server pool and discovery,
-connection loss, reconnect with backoff, resubscription, stale-connection
-PINGs, lame duck mode, drain and close.  It is also the internal interface
-(:class:`jsclient.core.iface.CoreAPI`) that JetStream, messages and
-subscriptions use.  A forked child gets a new Session (:mod:`.fork`).
+handshake (:mod:`jsclient.handshake`), connection loss, reconnect with
+backoff, resubscription, stale-connection PINGs, lame duck mode, drain and
+close, each state change an event of the table in :mod:`.state`.  It is
+the internal interface (:class:`jsclient.core.iface.CoreAPI`) that
+JetStream, messages and subscriptions use: the request and subscription
+calls are those of its parts, bound as its own (no wrapper frame), and the
+few publishing ones are here.  A forked child gets a new Session
+(:mod:`.fork`).
 
 Threads running here:
 
-* callers (publish, subscribe, flush, drain, close);
+* callers (publish, flush, drain, close);
 * ``jsclient-reader`` (through the router: PONGs, INFO, -ERR; a lost link);
-* ``jsclient-flusher`` (a failed send: :meth:`Session.connection_lost`);
+* ``jsclient-flusher``, or a caller sending inline (a failed send:
+  :meth:`Session.decide_loss`, then what it returns, once ``send_lock`` is
+  released);
 * ``jsclient-timer``: :meth:`Session.ping_tick` and the request sweep;
 * ``jsclient-reconnect``: exists while a lost connection is being restored:
-  it dials the pool with backoff, resubscribes, then sends what was
-  buffered.  It alone runs the user's ``server_selector`` (holding no lock),
-  at the start of each round.
+  it dials the pool with backoff (in the order :mod:`.pool` gives, the
+  user's ``server_selector`` run there), resubscribes, then sends what was
+  buffered.
 
-The server pool is one list shared by the connection and every session of
-it (forks included), changed in place under ``pool_lock``: discovery (the
-reader, from INFO) adds to it, ``set_servers`` (a caller) replaces it, and a
-reconnect round reads a copy.
-
-Locks, in this order when nested: the read token (:mod:`.reader`); the
-writer's ``send_lock`` then ``write_lock`` (:mod:`.writer`; ``write_lock``
-also guards the state).  The router's ``sub_lock`` is taken with neither
-writer lock held, and the writer's locks are never taken under it.
-``pool_lock`` is a leaf.  ``_hooks`` is a dict changed by one call at a
-time (atomic).  A loss is acted on once per transport generation, decided
-under ``write_lock``.
+Locks, what they guard and their order: :mod:`jsclient.core`.  Here, the
+state moves only by :func:`.state.apply`, under the writer's
+``write_lock``; a loss is decided under ``write_lock`` once per transport
+generation and acted on with no writer lock held.  ``_hooks`` is a dict
+changed by one call at a time (atomic).
 """
 
 from __future__ import annotations
@@ -43,21 +42,17 @@ import itertools
 import logging
 import os
 import queue
-import random
 import ssl
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from tenacity import RetryError
 
 from ..auth import CredentialCallbacks
 from ..backoff import Backoff
-from ..checks import whole
 from ..errors import (
     AuthorizationError,
     ConnectionClosedError,
@@ -70,39 +65,36 @@ from ..errors import (
     RequestFailure,
     RequestOutcome,
     ServerError,
-    ServerSelectorError,
     StaleConnectionError,
     SubscriptionClosedError,
     TimeoutError,
     TLSError,
 )
-from ..futures import ReplyKind
 from ..handshake import open_link
-from ..headers import HeadersInput
-from ..headers import encode as encode_headers
-from ..options import Options, mask_url, normalise_url
-from ..protocol import PONG, Parser, PubEncoder, encode_pub, encode_sub, encode_unsub
+from ..options import Options, mask_url
+from ..protocol import PONG, Parser, PubEncoder, encode_unsub
 from ..scheduler import Scheduler
-from ..subscription import MsgCallback, Subscription
 from . import fork
 from .events import EventQueue, start_events
+from .pool import ServerPool, ServerSelector
+from .publish import Publisher
 from .reader import Reader
 from .requests import Requests, fail_pending
 from .router import Router
-from .state import Link, State, Waiter
-from .writer import Writer
+from .state import Event, Link, State, Waiter, allowed, apply
+from .subs import Subscriptions
+from .writer import AfterLoss, Writer
 
 if TYPE_CHECKING:
     from ..connection import Connection
     from ..transport import Transport
 
+__all__ = ["Callbacks", "ErrorCallback", "EventCallback", "ServerSelector", "Session"]
+
 log = logging.getLogger("jsclient")
 
 ErrorCallback = Callable[[Exception], None]
 EventCallback = Callable[[], None]
-#: ``server_selector(pool, lost)``: the pool in the order a reconnect round would try it, and the URL just
-#: lost (None if none was ever connected); returns the URL of the pool to try first.
-ServerSelector = Callable[[list[str], "str | None"], str]
 
 
 class Callbacks:
@@ -148,8 +140,8 @@ class Session:
         self._credentials = credentials
         self.options = options
         self.callbacks = callbacks
-        self.pool = pool  # the server pool: given URLs, then discovered ones (shared across forks)
-        self.pool_lock = threading.Lock()
+        self.servers = ServerPool(pool, self.report_error)
+        self.pool, self.pool_lock = pool, self.servers.lock  # the connection lists the pool under its lock
         self.encoder = encoder
         self._tls_context = tls_context
         self.pid = os.getpid()
@@ -159,10 +151,20 @@ class Session:
         self.timers = Scheduler()
         self._watchdog: Scheduler | None = None
         self.link = Link(threading.Event())
-        self.writer = Writer(options, self.link, self.connection_lost, self.refusal)
+        self.writer = Writer(options, self.link, self.decide_loss, self.refusal)
         self.router = Router(self, conn)
         self.reader = Reader(
             self.link, self.router, lost=self.connection_lost, report_error=self.report_error, spin=options.spin_wait
+        )
+        publisher = Publisher(encoder, self.writer, self.reader, self.refusal)
+        self.subscriptions = Subscriptions(
+            conn,
+            router=self.router,
+            writer=self.writer,
+            reader=self.reader,
+            encoder=encoder,
+            flush=publisher.flush,
+            refusal=self.refusal,
         )
         self.requests = Requests(
             router=self.router,
@@ -172,12 +174,21 @@ class Session:
             timers=self.timers,
             events=self.events,
             inbox_prefix=options.inbox_prefix,
-            subscribe_inbox=self._subscribe_inbox,
+            subscribe_inbox=self.subscriptions.subscribe_inbox,
             core=self,
         )
-        # Bound here, not wrapped: kv.get calls it on every read, and a wrapper is one more frame.
+        # CoreAPI and the connection's calls, bound here, not wrapped: kv.get calls request on every read,
+        # a publish with headers calls publish_message, and a wrapper is one more frame.
         self.request = self.requests.request
-        self._sids = itertools.count(1)
+        self.request_async = self.requests.request_async
+        self.publish_message = publisher.publish_message
+        self.publish_control = publisher.publish_control
+        self.flush = publisher.flush
+        self.send_pending = self.writer.send_pending
+        self.subscribe = self.subscriptions.subscribe
+        self.unsubscribe = self.subscriptions.unsubscribe
+        self.drain_subscription = self.subscriptions.drain_subscription
+        self.user_subscriptions = self.subscriptions.user_subscriptions
         self._hooks: dict[int, Callable[[], None]] = {}
         self._hook_ids = itertools.count(1)
         self.reconnects = 0
@@ -190,7 +201,8 @@ class Session:
         self._threads: list[threading.Thread] = []  # reader(s), flusher, reconnect: joined by close()
         self.closed_event = threading.Event()
         if forked_from is not None:
-            self.writer.state = State.CLOSED
+            with self.writer.write_lock:
+                apply(self.writer, Event.FORKED)
         # The finalizer holds the link, timer and queue, not the session: collected without close(), it
         # ends the socket and the threads.
         self._finalizer = weakref.finalize(self, _finalize, self.link, self.timers, self.events)
@@ -199,9 +211,7 @@ class Session:
     def connect(self) -> None:
         """The first connection: try each server once; auth errors are final at once."""
         errors: list[str] = []
-        with self.pool_lock:
-            first = list(self.pool)
-        for url in first:
+        for url in self.servers.copy():
             try:
                 link = self._open(url)
                 break
@@ -226,9 +236,7 @@ class Session:
         start_events(self.events)
         w = self.writer
         with w.write_lock:
-            w.state = State.RECONNECTING
-            w.accepting = True
-            w.threshold = 0
+            apply(w, Event.CONNECT_FAILED)
         self.last_error = failure
         log.debug("jsclient: %s; retrying in the background", failure)
         self._keep(w.start_flusher())
@@ -254,42 +262,34 @@ class Session:
         """Make a handshaken transport current: resubscribe, send the buffer, start its reader."""
         transport, parser, rest = link
         w = self.writer
+        then = None
         with w.send_lock:
             with w.write_lock:
-                if w.state is State.CLOSED:
-                    transport.close()
-                    return
-                reconnect = w.state is State.RECONNECTING
-                self.link.transport = transport
-                self.link.gen += 1
-                gen = self.link.gen
-                frames = self._resubscribe_frames() if reconnect else b""
-                data = frames + w.buf
-                w.buf = bytearray()
-                w.unsent_requests = 0
-                w.pings = 0
-                self.pings_out = 0
-                w.state = State.CONNECTED
-                w.accepting = True
-                w.threshold = w.max_pending
-                self.connected_url = url
-            if data:
-                w.sendall(data, 0)
+                closed = w.state is State.CLOSED
+                if not closed:
+                    reconnect = w.state is State.RECONNECTING
+                    apply(w, Event.RECONNECT if reconnect else Event.CONNECT)
+                    self.link.transport = transport
+                    self.link.gen += 1
+                    gen = self.link.gen
+                    frames = self.subscriptions.resubscribe_frames() if reconnect else b""
+                    data = frames + w.buf
+                    w.buf = bytearray()
+                    w.unsent_requests = 0
+                    w.pings = 0
+                    self.pings_out = 0
+                    self.connected_url = url
+            if not closed and data:
+                then = w.sendall(data, 0)
+        if closed:
+            transport.close()  # closed while it was dialled
+            return
+        if then is not None:
+            then()  # it failed at once: acted on with send_lock released
         if rest:
             self.router.route(rest)
         self._keep(self.reader.start(transport, parser, gen))
         self.link.kick.set()
-
-    def _resubscribe_frames(self) -> bytes:
-        """SUB (and UNSUB for what is left of max_msgs) for every live subscription."""
-        frames = []
-        for sub in list(self.router.subs.values()):
-            frames.append(encode_sub(sub.subject, sub.sid, sub.queue))
-            if sub.max_msgs:
-                left = sub.max_msgs - sub.received
-                if left > 0:
-                    frames.append(encode_unsub(sub.sid, left))
-        return b"".join(frames)
 
     def apply_info(self, info: dict[str, Any], url: str | None = None) -> None:
         """Take a server's INFO; ``url`` is the one it came through (default: the connected one)."""
@@ -299,20 +299,7 @@ class Session:
             self.encoder.set_max_payload(max_payload)
         urls = info.get("connect_urls")
         if urls and not self.options.ignore_discovered_servers:
-            self._discover(urls, url or self.connected_url)
-
-    def _discover(self, urls: list[str], through: str | None) -> None:
-        """Add cluster members announced in INFO to the pool, with the scheme of the URL ``through`` which
-        they were learnt (a ws:// client hears of WebSocket ports); shuffled unless no_randomize."""
-        scheme = urlsplit(through).scheme if through else "nats"
-        with self.pool_lock:
-            known = {urlsplit(url).netloc.rpartition("@")[2] for url in self.pool}
-            fresh = [f"{scheme}://{u}" for u in urls if isinstance(u, str) and u not in known]
-            if not fresh:
-                return
-            if not self.options.no_randomize:
-                random.shuffle(fresh)
-            self.pool.extend(fresh)
+            self.servers.discover(urls, url or self.connected_url, shuffle=not self.options.no_randomize)
 
     def set_servers(self, options: Options) -> None:
         """Replace the pool with ``options.servers`` (checked by the caller); the link stays as it is.
@@ -320,11 +307,7 @@ class Session:
         The next reconnect round dials the new pool; servers a cluster
         announces join it again unless ``ignore_discovered_servers``.
         """
-        urls = list(options.servers)
-        if not options.no_randomize:
-            random.shuffle(urls)
-        with self.pool_lock:
-            self.pool[:] = urls
+        self.servers.replace(options.servers, shuffle=not options.no_randomize)
         self.options = options
 
     # -- what the router hands on (RouterSink) -----------------------------------
@@ -366,28 +349,48 @@ class Session:
         self.connection_lost(asked, self.link.gen, report=False)
 
     def connection_lost(self, exc: Exception, gen: int, *, report: bool = True) -> None:
-        """The transport of generation ``gen`` failed (reader, writer or ping timer).
+        """The transport of generation ``gen`` failed (reader, ping timer, lame duck, force_reconnect).
 
         Reconnects when allowed, else closes.  Acts once per generation.
+        """
+        then = self.decide_loss(exc, gen, report=report)
+        if then is not None:
+            then()
+
+    def decide_loss(self, exc: Exception, gen: int, *, report: bool = True) -> AfterLoss | None:
+        """What the failure of generation ``gen``'s transport means, decided under ``write_lock``.
+
+        Returns what is then to be done (close, or reconnect), for the
+        caller to run holding no lock of the writer: the writer calls this
+        holding ``send_lock``, and closing never runs under it (the lock
+        order: :mod:`jsclient.core`).  None: closed, or this generation's
+        loss was already taken.  The transport is let go of at once, so no
+        other thread sends on it meanwhile.
         """
         w = self.writer
         link = self.link
         with w.write_lock:
             if w.state is State.CLOSED or gen != link.gen or link.transport is None:
-                return
+                return None
             if self.last_error is None or not isinstance(self.last_error, ServerError):
                 self.last_error = exc
-            reconnect = self.options.allow_reconnect and w.state is State.CONNECTED
+            reconnect = self.options.allow_reconnect and allowed(w.state, Event.LOST)
             transport, link.transport = link.transport, None
             link.reading = None
             self.requests.lost_at = time.monotonic()
             self.requests.losses += 1
+            orphans: list[Waiter | None] = []
             if reconnect:
-                w.state = State.RECONNECTING
-                w.threshold = 0
+                apply(w, Event.LOST)
                 # PINGs that already left will get no PONG; those still buffered will.
                 sent = len(w.pongs) - w.pings
                 orphans = [w.pongs.popleft() for _ in range(max(0, sent))]
+        return functools.partial(self._after_loss, transport, exc, orphans=orphans, reconnect=reconnect, report=report)
+
+    def _after_loss(
+        self, transport: Transport, exc: Exception, *, orphans: list[Waiter | None], reconnect: bool, report: bool
+    ) -> None:
+        """A loss decided by :meth:`decide_loss`: close, or start reconnecting (no lock of the writer held)."""
         transport.shutdown()
         transport.close()
         if not reconnect:
@@ -424,14 +427,7 @@ class Session:
         """
         if self.now() is not State.RECONNECTING:
             return True
-        current = self.connected_url
-        with self.pool_lock:
-            pool = list(self.pool)
-        order = [url for url in pool if url != current] + [url for url in pool if url == current]
-        chosen = self._select(order, current)
-        if chosen is not None:
-            order.remove(chosen)
-            order.insert(0, chosen)
+        order = self.servers.round(self.connected_url, self.callbacks.selector)
         auth_failures = 0
         for url in order:
             if self.now() is not State.RECONNECTING:
@@ -470,55 +466,9 @@ class Session:
             return True
         return False
 
-    def _select(self, order: list[str], lost: str | None) -> str | None:
-        """The pool URL the user's server_selector puts first (None: no selector, or it failed).
-
-        Runs on the reconnect thread with no lock held.  A selector that
-        raises, or answers with something not in ``order``, is reported as
-        a ServerSelectorError and this round keeps the default order.  Its
-        exception's text is left out of ours (a URL in it may carry a
-        password); the exception is the error's ``__cause__``.
-        """
-        selector = self.callbacks.selector
-        if selector is None or not order:
-            return None
-        try:
-            answer = selector(list(order), lost)
-        except Exception as exc:  # noqa: BLE001 - user code: reported, and the round goes on
-            error = ServerSelectorError(
-                f"server_selector raised {type(exc).__name__}; trying the servers in the default order"
-            )
-            error.__cause__ = exc
-            self.report_error(error)
-            return None
-        chosen: object = answer
-        if isinstance(answer, str) and answer not in order:
-            try:
-                chosen = normalise_url(answer)  # "host:port" for "nats://host:port", as the pool holds it
-            except InvalidArgumentError:
-                chosen = None
-        if not isinstance(chosen, str) or chosen not in order:
-            shown = _shown_answer(answer)
-            self.report_error(
-                ServerSelectorError(
-                    f"server_selector returned {shown}, which is not in the server pool "
-                    f"({', '.join(mask_url(url) for url in order)}); trying the servers in the default order"
-                )
-            )
-            return None
-        return chosen
-
     def now(self) -> State:
         """The state as of now (other threads change it; a call keeps type checkers from assuming)."""
         return self.writer.state
-
-    def add_reconnect_hook(self, hook: Callable[[], None]) -> int:
-        key = next(self._hook_ids)
-        self._hooks[key] = hook
-        return key
-
-    def remove_reconnect_hook(self, key: int) -> None:
-        self._hooks.pop(key, None)
 
     def ping_tick(self) -> None:
         """Timer thread: PING the server; too many unanswered PINGs means the link is stale."""
@@ -557,31 +507,7 @@ class Session:
             return f"connection closed: {self.last_error}"
         return "connection closed"
 
-    # -- publishing (CoreAPI) ------------------------------------------------------
-    def publish_message(
-        self,
-        subject: str,
-        payload: bytes,
-        *,
-        reply: str | None = None,
-        headers: HeadersInput | None = None,
-        send_now: bool = False,
-    ) -> None:
-        header = encode_headers(headers) if headers is not None else b""
-        frame = self.encoder.frame(subject, payload, reply, header)
-        self.writer.append(frame, send_now=send_now, payload_size=len(payload))
-
-    def publish_control(self, subject: str, payload: bytes) -> None:
-        self.writer.append(encode_pub(subject, payload), payload_size=len(payload))
-
-    def request_async(
-        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, kind: ReplyKind
-    ) -> Future[Any]:
-        return self.requests.request_async(subject, payload, timeout, headers, kind)
-
-    def send_pending(self) -> None:
-        self.writer.send_pending()
-
+    # -- the rest of CoreAPI (its request, publish and subscription calls are bound in __init__) --------
     @property
     def watchdog(self) -> Scheduler:
         """The heartbeat watchdog's scheduler (its own thread, started on first use)."""
@@ -590,97 +516,13 @@ class Session:
                 self._watchdog = Scheduler("jsclient-watchdog")
             return self._watchdog
 
-    def flush(self, timeout: float) -> None:
-        """Return once the server has processed everything sent before this call.
+    def add_reconnect_hook(self, hook: Callable[[], None]) -> int:
+        key = next(self._hook_ids)
+        self._hooks[key] = hook
+        return key
 
-        While reconnecting, the PING waits in the buffer and the wait goes on
-        within ``timeout``; if the connection breaks after the PING left,
-        ConnectionLostError says the server may not have seen everything.
-        """
-        waiter = Waiter()
-        if not self.writer.queue_ping(waiter):
-            raise self.refusal()
-        self.writer.send_pending()
-        if not self.reader.await_reply(waiter, timeout):
-            raise TimeoutError(f"flush: no PONG from the server within {timeout} s")
-        if waiter.error is not None:
-            raise waiter.error
-
-    # -- subscriptions -------------------------------------------------------------
-    def subscribe(
-        self,
-        subject: str,
-        queue: str | None,
-        cb: MsgCallback | None,
-        max_msgs: int | None,
-        pending_msgs_limit: int,
-        pending_bytes_limit: int,
-    ) -> Subscription:
-        state = self.writer.state
-        if state is not State.CONNECTED and state is not State.RECONNECTING:
-            if state is State.CLOSED:
-                raise self.refusal()
-            raise ConnectionClosedError("connection is draining; no new subscriptions", failure=RequestFailure.DRAINED)
-        router = self.router
-        with router.sub_lock:
-            sid = next(self._sids)
-            sub = Subscription(self.conn, sid, subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit)
-            router.subs[sid] = sub
-        self.reader.unpark()
-        frame = encode_sub(subject, sid, queue)
-        if max_msgs:
-            frame += encode_unsub(sid, max_msgs)
-        try:
-            self.writer.append(frame, subscription=True)
-        except Error:
-            self._remove_sub(sub, ConnectionClosedError, discard=True)
-            raise
-        return sub
-
-    def _subscribe_inbox(self, subject: str) -> int:
-        sid = self.subscribe(subject, None, None, None, 1, 1).sid
-        self.encoder.own_inbox = subject[:-1]
-        return sid
-
-    def _remove_sub(self, sub: Subscription, reason: type[Error], *, discard: bool) -> None:
-        with self.router.sub_lock:
-            self.router.subs.pop(sub.sid, None)
-        sub._mark_closed(reason, discard)
-
-    def unsubscribe(self, sub: Subscription, max_msgs: int | None) -> None:
-        if max_msgs is not None:
-            whole("max_msgs", max_msgs)
-            if sub.is_closed:
-                raise SubscriptionClosedError(f"subscription on {sub.subject!r} has already ended")
-            sub.max_msgs = max_msgs
-            if sub.received >= max_msgs:
-                self.unsubscribe(sub, None)
-                return
-            self.writer.append(encode_unsub(sub.sid, max_msgs), subscription=True)
-            return
-        if sub.is_closed and sub.sid not in self.router.subs:
-            return
-        self._remove_sub(sub, SubscriptionClosedError, discard=True)
-        if self.writer.state is not State.CLOSED:
-            with contextlib.suppress(ConnectionClosedError):
-                self.writer.append(encode_unsub(sub.sid), subscription=True)
-
-    def drain_subscription(self, sub: Subscription, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        if sub.sid in self.router.subs:
-            self.writer.append(encode_unsub(sub.sid), subscription=True)
-            # After the PONG, every message sent before the UNSUB is in the queue.
-            self.flush(max(0.001, deadline - time.monotonic()))
-            self._remove_sub(sub, SubscriptionClosedError, discard=False)
-        if not sub._wait_drained(deadline):
-            raise TimeoutError(
-                f"drain: subscription on {sub.subject!r} still had {sub.pending_msgs} message(s) after {timeout} s"
-            )
-
-    def user_subscriptions(self) -> list[Subscription]:
-        """Live subscriptions, the request inbox left out."""
-        resp_sid = self.router.resp_sid
-        return [sub for sub in list(self.router.subs.values()) if sub.sid != resp_sid]
+    def remove_reconnect_hook(self, key: int) -> None:
+        self._hooks.pop(key, None)
 
     # -- ending ------------------------------------------------------------------
     def drain(self, timeout: float) -> None:
@@ -688,13 +530,13 @@ class Session:
         deadline = time.monotonic() + timeout
         w = self.writer
         with w.write_lock:
-            if w.state is not State.CONNECTED:
+            if not allowed(w.state, Event.DRAIN):
                 if w.state is State.CLOSED:
                     raise ConnectionClosedError(self.closed_reason())
                 if w.state is State.RECONNECTING:
                     raise ConnectionClosedError("connection is reconnecting; drain once it is connected, or close it")
                 raise ConnectionClosedError("connection is already draining")
-            w.state = State.DRAINING_SUBS
+            apply(w, Event.DRAIN)
         failure: Exception | None = None
         try:
             subs = self.user_subscriptions()
@@ -702,7 +544,7 @@ class Session:
                 w.append(encode_unsub(sub.sid), subscription=True)
             self.flush(max(0.001, deadline - time.monotonic()))
             for sub in subs:
-                self._remove_sub(sub, SubscriptionClosedError, discard=False)
+                self.subscriptions.remove(sub, SubscriptionClosedError, discard=False)
             for sub in subs:
                 if not sub._wait_drained(deadline):
                     failure = TimeoutError(
@@ -711,9 +553,8 @@ class Session:
                     )
                     break
             with w.write_lock:
-                if w.state is State.DRAINING_SUBS:
-                    w.state = State.DRAINING_PUBS
-                    w.accepting = False
+                if w.state is State.DRAINING_SUBS:  # else closed meanwhile
+                    apply(w, Event.SUBS_DRAINED)
             self.flush(max(0.001, deadline - time.monotonic()))
         except Error as exc:
             failure = exc
@@ -730,8 +571,7 @@ class Session:
             if w.state is State.CLOSED:
                 return
             was_connected = w.state is not State.CONNECTING
-            w.state = State.CLOSED
-            w.accepting = False
+            apply(w, Event.CLOSE)
             self.closed_by = cause
             pongs = list(w.pongs)
             w.pongs.clear()
@@ -780,16 +620,6 @@ class Session:
             "out_msgs": self.writer.out_msgs,
             "out_bytes": self.writer.out_bytes,
         }
-
-
-def _shown_answer(answer: object) -> str:
-    """A selector's answer for an error text: a URL with its password masked, else only its type."""
-    if isinstance(answer, str):
-        try:
-            return repr(mask_url(answer))
-        except ValueError:
-            return "a str that is no URL"
-    return f"a {type(answer).__name__}"
 
 
 def _finalize(link: Link, timers: Scheduler, events: EventQueue) -> None:

@@ -13,25 +13,27 @@ Threads:
   their futures sends the buffer itself, and otherwise the flusher does
   within DEFERRED_SEND.
 
-Locks, always taken in this order when nested:
+Locks (their order: :mod:`jsclient.core`): ``send_lock`` serialises socket
+writes, so buffers leave in the order they were filled even when a user
+thread sends inline; ``write_lock`` guards ``buf``, ``pings``, ``pongs``,
+the connection's state (``state``, ``accepting``, ``threshold``, moved only
+by :func:`jsclient.core.state.apply`), the flusher's flags
+(``flusher_idle``, ``flusher_polling``, ``deferred``), ``unsent_requests``
+and the outgoing counters, and is held only for appends, never during I/O.
 
-1. ``send_lock`` serialises socket writes, so buffers leave in the order they
-   were filled even when a user thread sends inline;
-2. ``write_lock`` guards ``buf``, ``pings``, ``pongs``, the connection's
-   ``state``/``accepting``/``threshold``, the flusher's flags
-   (``flusher_idle``, ``flusher_polling``, ``deferred``),
-   ``unsent_requests`` and the outgoing counters.  Held only for appends,
-   never during I/O.
+A failed send puts its bytes back at the front of the buffer and asks the
+session what the loss means (decided under ``write_lock``); what is then to
+be done (close, or start reconnecting) runs on the same thread once
+``send_lock`` is released, so nothing of closing happens under it.
 
 Who wakes whom: an append kicks the flusher only when it is idle
 (``flusher_idle``); an async request (``defer``) leaves a polling flusher
 asleep and sets ``deferred`` instead; only the flusher clears ``deferred``
 and sets ``flusher_idle``/``flusher_polling`` (under ``write_lock``).
 
-The session (:mod:`jsclient.core.session`) moves ``state`` under
-``write_lock``: a message needs ``accepting``; while reconnecting, messages
-are buffered up to ``reconnect_buf_size`` and SUB/UNSUB frames are skipped
-(the resubscription carries them).
+A message needs ``accepting``; while reconnecting, messages are buffered up
+to ``reconnect_buf_size`` and SUB/UNSUB frames are skipped (the
+resubscription carries them).
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ from collections.abc import Callable
 from ..errors import Error, ReconnectBufferFullError
 from ..options import Options
 from ..protocol import PING
-from .state import Link, State, Waiter
+from .state import Link, State, Waiter, start
+
+#: What a failed send leaves to do once ``send_lock`` is released (see the module docstring).
+AfterLoss = Callable[[], None]
 
 #: Async requests do not wake the flusher while it polls: their sender usually
 #: sends them itself when it waits on a future (a wake-up per batch costs more
@@ -58,11 +63,16 @@ DEFERRED_SEND_MAX = 0.004
 class Writer:
     """One process's write buffer for one connection (a forked child makes a new one)."""
 
+    # The connection's state and what follows from it (set by jsclient.core.state only).
+    state: State
+    accepting: bool  # publishes allowed
+    threshold: int  # the publish fast path appends only below it; 0 sends every message the general way
+
     def __init__(
         self,
         options: Options,
         link: Link,
-        lost: Callable[[Exception, int], None],
+        lost: Callable[[Exception, int], AfterLoss | None],
         refusal: Callable[[], Error],
     ) -> None:
         self.send_lock = threading.Lock()
@@ -70,7 +80,7 @@ class Writer:
         self.buf = bytearray()
         self.kick = link.kick
         self.link = link
-        self._lost = lost  # the transport of a generation failed: the session acts on it
+        self._lost = lost  # the transport of a generation failed: the session decides, we run what it returns
         self._refusal = refusal  # the error for a message refused now (closed, draining, forked)
         self._reconnect_buf_size = options.reconnect_buf_size
         self.flusher_idle = False  # asleep: an append must kick it (or, if polling, may leave it a moment)
@@ -79,12 +89,8 @@ class Writer:
         self.unsent_requests = 0  # async requests in buf (see requests.SEND_SHARE)
         self.pings = 0  # PINGs in buf (unsent)
         self.pongs: deque[Waiter | None] = deque()  # one per PING sent or buffered, in order
-        self.state = State.CONNECTING
-        self.accepting = False  # publishes allowed
         self.max_pending = options.max_pending_size
-        # The publish fast path appends only below this; 0 sends every publish to
-        # the slow path (while reconnecting, to enforce reconnect_buf_size).
-        self.threshold = options.max_pending_size
+        start(self)
         self.out_msgs = 0
         self.out_bytes = 0
 
@@ -212,15 +218,18 @@ class Writer:
             finally:
                 lock.release()
             if alone is None:
-                self.sendall(data, pings)  # after what was buffered before it
-                return True
-            try:
-                alone.sendall(frame)  # straight to the socket: no call of Writer.sendall (a Python frame less)
-            except OSError as exc:
-                self._unsent(frame, 0, exc, gen)
-            return True
+                then = self.sendall(data, pings)  # after what was buffered before it
+            else:
+                try:
+                    alone.sendall(frame)  # straight to the socket: no call of Writer.sendall (a Python frame less)
+                    return True
+                except OSError as exc:
+                    then = self._unsent(frame, 0, exc, gen)
         finally:
             self.send_lock.release()
+        if then is not None:
+            then()
+        return True
 
     def queue_ping(self, waiter: Waiter | None) -> bool:
         """Buffer a PING whose PONG fills ``waiter``; False when closed.
@@ -258,13 +267,16 @@ class Writer:
     def send_soon(self) -> None:
         """Send now if nobody is sending; otherwise leave it to the flusher (it coalesces)."""
         if self.send_lock.acquire(False):
+            then = None
             try:
                 with self.write_lock:
                     taken = self.take_buffer()
                 if taken is not None:
-                    self.sendall(*taken)
+                    then = self.sendall(*taken)
             finally:
                 self.send_lock.release()
+            if then is not None:
+                then()
         else:
             with self.write_lock:
                 self.flusher_idle = False
@@ -272,14 +284,18 @@ class Writer:
 
     def send_pending(self) -> None:
         """Send whatever is buffered, now, on the calling thread."""
+        then = None
         with self.send_lock:
             with self.write_lock:
                 taken = self.take_buffer()
             if taken is not None:
-                self.sendall(*taken)
+                then = self.sendall(*taken)
+        if then is not None:
+            then()
 
-    def sendall(self, data: bytearray | bytes, pings: int) -> None:
-        """Under send_lock.  On failure the bytes go back to the front of the buffer."""
+    def sendall(self, data: bytearray | bytes, pings: int) -> AfterLoss | None:
+        """Under send_lock.  On failure the bytes go back to the front of the buffer, and what the loss
+        leaves to do is returned: the caller runs it once it has released send_lock."""
         link = self.link
         transport, gen = link.transport, link.gen
         try:
@@ -287,14 +303,18 @@ class Writer:
                 raise OSError("not connected")
             transport.sendall(data)
         except OSError as exc:
-            self._unsent(data, pings, exc, gen)
+            return self._unsent(data, pings, exc, gen)
+        return None
 
-    def _unsent(self, data: bytearray | bytes, pings: int, exc: OSError, gen: int) -> None:
-        """Under send_lock, a send failed: unsent as far as we know, ``data`` goes back ahead of newer frames."""
+    def _unsent(self, data: bytearray | bytes, pings: int, exc: OSError, gen: int) -> AfterLoss | None:
+        """Under send_lock, a send failed: unsent as far as we know, ``data`` goes back ahead of newer frames.
+
+        Returns what the session decided is to be done about the loss (None: already handled).
+        """
         with self.write_lock:
             self.buf[:0] = data
             self.pings += pings
-        self._lost(exc, gen)
+        return self._lost(exc, gen)
 
     def send_last(self) -> None:
         """Closing: send what publish() accepted, best effort, within a second."""
@@ -317,6 +337,7 @@ def flusher_main(ref: weakref.ReferenceType[Writer], kick: threading.Event) -> N
         writer = ref()
         if writer is None:
             return
+        then = None
         with writer.send_lock:
             with writer.write_lock:
                 if writer.state is State.CLOSED:
@@ -338,7 +359,10 @@ def flusher_main(ref: weakref.ReferenceType[Writer], kick: threading.Event) -> N
                     sent = True
                     poll_every = DEFERRED_SEND
             if taken is not None:
-                writer.sendall(*taken)
-                continue
+                then = writer.sendall(*taken)
+        if taken is not None:
+            if then is not None:
+                then()  # a failed send: the loss is acted on with send_lock released
+            continue
         del writer
         kick.wait(poll)
