@@ -14,13 +14,9 @@ callbacks, the server pool, the frame encoder's caches).  Where things run:
 after ``os.fork()``          :mod:`jsclient.core.fork`
 ===========================  ==============================================
 
-Locks, in order when nested: the read side's token (:mod:`.core.reader`);
-the writer's ``send_lock`` then ``write_lock`` (:mod:`.core.writer`).  Held
-briefly, and never while waiting for those: the router's ``sub_lock``, the
-request mux's ``deadline_lock`` (:mod:`.core.requests`), the futures' lock
-(:mod:`jsclient.futures`).  Taken first, with nothing held: the mux's
-``mux_lock`` (while the request inbox subscribes) and ``_reopen_lock`` here
-(a forked child reconnecting); both then take the writer's locks.
+Locks: every lock of a connection, what it guards and the order they nest
+in are written once, in :mod:`jsclient.core`; ``_reopen_lock`` here (a
+forked child reconnecting) is one of them, taken with nothing held.
 
 This module runs on the caller's thread only.  Its hot paths (publish,
 request) bind the current session's methods at install time, so a publish
@@ -103,7 +99,6 @@ def connect(
         credentials=credentials,
         server_selector=server_selector,
     )
-    conn._session.connect()
     return conn
 
 
@@ -128,7 +123,7 @@ def _credential_callbacks(
 
 
 class Connection:
-    """A NATS connection.  Create it with :func:`jsclient.connect`."""
+    """A NATS connection.  Create it with :func:`jsclient.connect` (making one connects)."""
 
     def __init__(
         self,
@@ -168,6 +163,7 @@ class Connection:
         self._forked = False
         self._reopen_lock = threading.Lock()
         self._install(self._new_session())
+        self._session.connect()
 
     def _new_session(self, forked_from: int | None = None) -> Session:
         return Session(
@@ -452,7 +448,8 @@ class Connection:
         if self._forked:
             self._check_fork()
         return request_many(
-            self, subject, payload, timeout=timeout, stall=stall, max_msgs=max_msgs, sentinel=sentinel, headers=headers
+            self, subject, payload, timeout=timeout, stall=stall, max_msgs=max_msgs, sentinel=sentinel, headers=headers,
+            closed_by=lambda: self._session.closed_by,
         )
 
     # -- JetStream -------------------------------------------------------------

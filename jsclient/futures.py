@@ -52,17 +52,21 @@ _monotonic = time.monotonic
 
 def _states() -> tuple[str, str, str, str, str]:
     """A Future's states (private constants of concurrent.futures), read off a stock Future."""
+
+    def state(fut: Future[None]) -> str:
+        return fut._state  # noqa: SLF001 - concurrent.futures keeps its states private: read once, at import
+
     fut: Future[None] = Future()
-    pending = fut._state
+    pending = state(fut)
     fut.set_running_or_notify_cancel()
-    running = fut._state
+    running = state(fut)
     fut.set_result(None)
-    finished = fut._state
+    finished = state(fut)
     fut = Future()
     fut.cancel()
-    cancelled = fut._state
+    cancelled = state(fut)
     fut.set_running_or_notify_cancel()
-    return pending, running, finished, cancelled, fut._state
+    return pending, running, finished, cancelled, state(fut)
 
 
 _PENDING, _RUNNING, _FINISHED, _CANCELLED, _CANCELLED_AND_NOTIFIED = _states()

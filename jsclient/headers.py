@@ -28,9 +28,13 @@ class Headers(MutableMapping[str, str]):
     ``h[name]`` is the first value, ``h[name] = v`` replaces every value,
     :meth:`add` appends one, :meth:`get_all` returns them all.  Names are
     case-sensitive, as NATS servers and other clients treat them.
+
+    ``by_name`` (each name's values, in order) is internal, not part of the
+    public API: it has no underscore so that this module's parser and
+    encoder fill and read it directly, unchecked, at a dict's speed.
     """
 
-    __slots__ = ("_map", "description", "status")
+    __slots__ = ("by_name", "description", "status")
 
     def __init__(
         self,
@@ -39,7 +43,7 @@ class Headers(MutableMapping[str, str]):
         status: int | None = None,
         description: str = "",
     ) -> None:
-        self._map: dict[str, list[str]] = {}
+        self.by_name: dict[str, list[str]] = {}
         self.status = status
         self.description = description
         if initial is None:
@@ -49,7 +53,7 @@ class Headers(MutableMapping[str, str]):
                 f"headers must be a mapping of names to values (or a Headers), not {type(initial).__name__}"
             )
         if isinstance(initial, Headers):
-            self._map = {k: list(v) for k, v in initial._map.items()}
+            self.by_name = {k: list(v) for k, v in initial.by_name.items()}
             return
         if isinstance(initial, Mapping):
             for name, value in initial.items():
@@ -64,34 +68,34 @@ class Headers(MutableMapping[str, str]):
 
     # -- mapping protocol -------------------------------------------------
     def __getitem__(self, name: str) -> str:
-        return self._map[name][0]
+        return self.by_name[name][0]
 
     def __setitem__(self, name: str, value: str) -> None:
         _check_name(name)
         _check_value(name, value)
-        self._map[name] = [value]
+        self.by_name[name] = [value]
 
     def __delitem__(self, name: str) -> None:
-        del self._map[name]
+        del self.by_name[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._map)
+        return iter(self.by_name)
 
     def __len__(self) -> int:
-        return len(self._map)
+        return len(self.by_name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._map
+        return name in self.by_name
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Headers):
-            return (self._map, self.status, self.description) == (
-                other._map,
+            return (self.by_name, self.status, self.description) == (
+                other.by_name,
                 other.status,
                 other.description,
             )
         if isinstance(other, Mapping):
-            return self.status is None and self._map == {k: [v] for k, v in other.items()}
+            return self.status is None and self.by_name == {k: [v] for k, v in other.items()}
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -105,13 +109,13 @@ class Headers(MutableMapping[str, str]):
     def add(self, name: str, value: str) -> None:
         _check_name(name)
         _check_value(name, value)
-        self._map.setdefault(name, []).append(value)
+        self.by_name.setdefault(name, []).append(value)
 
     def get_all(self, name: str) -> list[str]:
-        return list(self._map.get(name, ()))
+        return list(self.by_name.get(name, ()))
 
     def multi_items(self) -> list[tuple[str, str]]:
-        return [(k, v) for k, values in self._map.items() for v in values]
+        return [(k, v) for k, values in self.by_name.items() for v in values]
 
     def copy(self) -> Headers:
         h = Headers(self)
@@ -155,7 +159,7 @@ def encode(headers: HeadersInput) -> bytes:
     if not isinstance(headers, Headers):
         headers = Headers(headers)
     lines = [VERSION_LINE]
-    for name, values in headers._map.items():
+    for name, values in headers.by_name.items():
         for value in values:
             lines.append(f"{name}: {value}".encode())
     lines.append(b"")
@@ -198,7 +202,7 @@ def parse(block: bytes) -> Headers:
             raise ProtocolError(f"bad status in header block: {block[:first_end]!r}")
         headers.status = int(code)
         headers.description = desc.strip()
-    hmap = headers._map
+    hmap = headers.by_name
     for line in text[first_end + 2 :].split("\r\n"):
         if not line:
             continue

@@ -36,15 +36,17 @@ class Msg(MsgEvent):
 
     Built by the reader's parser (see :class:`MsgEvent` for the fields);
     ``_conn`` is set before the message is handed out.  ``_headers`` and
-    ``_metadata`` stay None until first asked for, and ``_ack_state`` is
+    ``_metadata`` stay None until first asked for, and ``ack_state`` is
     ACK_OPEN until an ack is sent, so a message that is only read costs
-    nothing for them.
+    nothing for them.  ``ack_state`` is internal, not part of the public API:
+    it has no underscore because the JetStream workflows set it
+    (ACK_DISABLED for a consumer that takes no acks).
     """
 
     _conn: Connection | None = None
     _headers: Headers | None = None
     _metadata: MsgMetadata | None = None
-    _ack_state: int = ACK_OPEN
+    ack_state: int = ACK_OPEN
 
     @classmethod
     def make(
@@ -99,7 +101,7 @@ class Msg(MsgEvent):
     @property
     def is_acked(self) -> bool:
         """A terminal ack has been sent (or acks are disabled for its consumer)."""
-        return self._ack_state != ACK_OPEN
+        return self.ack_state != ACK_OPEN
 
     def ack(self) -> None:
         """Acknowledge: the message is done."""
@@ -127,19 +129,19 @@ class Msg(MsgEvent):
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it."""
-        if self._ack_state != ACK_OPEN:
+        if self.ack_state != ACK_OPEN:
             return
         conn = self._ack_target()
         conn.request(self.reply, b"+ACK", timeout=timeout)  # type: ignore[arg-type]
-        self._ack_state = ACK_TERMINAL
+        self.ack_state = ACK_TERMINAL
 
     def _ack(self, payload: bytes, terminal: bool) -> None:
-        if self._ack_state != ACK_OPEN:
+        if self.ack_state != ACK_OPEN:
             return
         conn = self._ack_target()
         conn.core.publish_control(self.reply, payload)  # type: ignore[arg-type]
         if terminal:
-            self._ack_state = ACK_TERMINAL
+            self.ack_state = ACK_TERMINAL
 
     def _ack_target(self) -> Connection:
         if not is_ack_subject(self.reply):

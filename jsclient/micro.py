@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InvalidArgumentError
 from .headers import Headers, HeadersInput
@@ -57,14 +57,25 @@ _SEMVER = re.compile(
 Handler = Callable[["Request"], None]
 
 
-class Request:
-    """One request to an endpoint, given to its handler on a worker thread."""
+class ErrorAnswer(NamedTuple):
+    """The service error a handler answered with (ADR-32), as the endpoint's stats report it."""
 
-    __slots__ = ("_answered", "_msg")
+    code: str
+    description: str
+
+
+class Request:
+    """One request to an endpoint, given to its handler on a worker thread.
+
+    ``error_answer`` is internal, not part of the public API: the service
+    reads it after the handler returned, to count the error in its stats.
+    """
+
+    __slots__ = ("_msg", "error_answer")
 
     def __init__(self, msg: Msg) -> None:
         self._msg = msg
-        self._answered: tuple[str, str] | None = None  # (code, description) of an error answer
+        self.error_answer: ErrorAnswer | None = None
 
     @property
     def subject(self) -> str:
@@ -96,7 +107,7 @@ class Request:
         error = Headers(headers) if headers is not None else Headers()
         error[ERROR_CODE_HEADER] = str(code)
         error[ERROR_HEADER] = description
-        self._answered = (str(code), description)
+        self.error_answer = ErrorAnswer(str(code), description)
         self._msg.respond(as_bytes(data), headers=error)
 
 
@@ -168,7 +179,8 @@ class Group:
         local = name if subject is None else subject
         full = f"{self.prefix}.{local}" if self.prefix else local
         queue = self.queue_group if queue_group is None else _check_queue(queue_group)
-        return self._service._add(name, full, queue, _check_metadata(metadata), handler)
+        # The service is the root group (no prefix): it adds the endpoint on the full subject.
+        return self._service.add_endpoint(name, handler, subject=full, queue_group=queue, metadata=metadata)
 
     def add_group(self, name: str, *, queue_group: str | None = None) -> Group:
         """A group below this one: ``<prefix>.<name>``."""
@@ -222,13 +234,27 @@ class Service(Group):
         return f"<Service {self.name} {self.version} id={self.id}>"
 
     # -- endpoints (add_endpoint and add_group: a service is its own root group) ----------
-    def _add(self, name: str, subject: str, queue: str, metadata: dict[str, str], handler: Handler) -> Endpoint:
+    def add_endpoint(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        subject: str | None = None,
+        queue_group: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Endpoint:
+        """An endpoint on ``<subject or name>`` (a group's endpoints come here with their full subject)."""
+        _check_name("endpoint name", name)
+        if subject is None:
+            subject = name
+        queue = self.queue_group if queue_group is None else _check_queue(queue_group)
+        checked = _check_metadata(metadata)
         if not callable(handler):
             raise InvalidArgumentError(f"handler must be callable, not {handler!r}")
         check_subscribe_subject(subject, "endpoint subject")
         if self._stopped.is_set():
             raise InvalidArgumentError(f"service {self.name} is stopped")
-        endpoint = Endpoint(name, subject, queue, metadata, handler)
+        endpoint = Endpoint(name, subject, queue, checked, handler)
 
         def hand_over(msg: Msg) -> None:  # the subscription's thread: to the pool, at once
             self._pool.submit(self._handle, endpoint, msg)
@@ -251,9 +277,10 @@ class Service(Group):
             stats = endpoint.stats
             stats.requests += 1
             stats.processing_ns += elapsed
-            if request._answered is not None:
+            answered = request.error_answer
+            if answered is not None:
                 stats.errors += 1
-                stats.last_error = f"{request._answered[0]}:{request._answered[1]}"
+                stats.last_error = f"{answered.code}:{answered.description}"
 
     # -- discovery ---------------------------------------------------------------------
     def _answer(self, verb: str) -> Callable[[Msg], None]:

@@ -54,15 +54,16 @@ class ServerVersion:
         parts = tuple((0, int(p), "", "") if p.isdigit() else (1, 0, p.lower(), p) for p in self.prerelease.split("."))
         return (self.major, self.minor, self.patch, 0, parts)
 
-    def _other(self, other: object) -> tuple[Any, ...] | None:
+    def _other(self, other: object) -> ServerVersion | None:
+        """What the ordering compares with: another version, or a tuple of ints read as one."""
         if isinstance(other, ServerVersion):
-            return other._key()
+            return other
         if (
             isinstance(other, tuple)
             and 0 < len(other) <= 3
             and all(isinstance(p, int) and not isinstance(p, bool) for p in other)
         ):
-            return ServerVersion(*(*other, 0, 0)[:3])._key()
+            return ServerVersion(*(*other, 0, 0)[:3])
         return None
 
     def __eq__(self, other: object) -> bool:
@@ -74,20 +75,20 @@ class ServerVersion:
         return hash(self._key())
 
     def __lt__(self, other: object) -> bool:
-        key = self._other(other)
-        return NotImplemented if key is None else self._key() < key
+        version = self._other(other)
+        return NotImplemented if version is None else self._key() < version._key()
 
     def __le__(self, other: object) -> bool:
-        key = self._other(other)
-        return NotImplemented if key is None else self._key() <= key
+        version = self._other(other)
+        return NotImplemented if version is None else self._key() <= version._key()
 
     def __gt__(self, other: object) -> bool:
-        key = self._other(other)
-        return NotImplemented if key is None else self._key() > key
+        version = self._other(other)
+        return NotImplemented if version is None else self._key() > version._key()
 
     def __ge__(self, other: object) -> bool:
-        key = self._other(other)
-        return NotImplemented if key is None else self._key() >= key
+        version = self._other(other)
+        return NotImplemented if version is None else self._key() >= version._key()
 
 
 @functools.lru_cache(maxsize=64)

@@ -134,8 +134,12 @@ def request_many(
     max_msgs: int | None,
     sentinel: Sentinel | bool | None,
     headers: HeadersInput | None,
+    closed_by: Callable[[], RequestFailure],
 ) -> Replies:
-    """Check everything, subscribe, then send the request: see :meth:`Connection.request_many`."""
+    """Check everything, subscribe, then send the request: see :meth:`Connection.request_many`.
+
+    ``closed_by`` says what closed the connection, asked when that happens.
+    """
     check_publish_subject(subject)
     total = seconds("timeout", timeout)
     wait_after_first = None if stall is None else seconds("stall", stall)
@@ -161,4 +165,4 @@ def request_many(
     except BaseException:
         sub.unsubscribe()
         raise
-    return Replies(sub, total, wait_after_first, max_msgs, chosen, closed_by=lambda: conn._session.closed_by)
+    return Replies(sub, total, wait_after_first, max_msgs, chosen, closed_by=closed_by)

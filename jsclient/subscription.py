@@ -2,19 +2,30 @@
 
 Threads that touch a subscription:
 
-* the connection's **reader thread** appends messages (:meth:`_deliver`) and,
-  once per received chunk, wakes waiters (:meth:`_after_batch`);
+* the connection's **reader thread** appends messages (:meth:`_deliver`,
+  after the :attr:`arrival_hook`) and, once per received chunk, wakes
+  waiters (:meth:`_after_batch`);
 * **user threads** take messages (:meth:`next_msg`, iteration) and call
   :meth:`unsubscribe` / :meth:`drain`;
 * with a callback, the subscription's own **dispatcher thread**
   (``jsclient-sub-<sid>``) takes messages and calls the callback, so order is
-  kept per subscription and the reader never runs user code.
+  kept per subscription and the reader never runs user code.  It runs rounds
+  (:meth:`_dispatch_round`: every queued message, then idle) and waits
+  between them holding the subscription only weakly;
+* the JetStream workflows take and interrupt through the port (below), on
+  their own taking thread; an interrupt may come from any thread.
+
+A Subscription is also the :class:`~jsclient.core.iface.DeliveryPort` that
+JetStream, Spark and services drive: :meth:`take`, :meth:`interrupt`,
+:attr:`arrival_hook` and the counts.  Those names have no underscore because
+they cross a layer, but they are internal, not part of the public API.
 
 Locking: the queue is a ``collections.deque`` whose ``append``/``popleft`` are
 atomic, so the fast path of ``next_msg`` takes no lock.  ``_cond`` guards the
-slow path (waiting) and ``_waiters``; the reader reads ``_waiters`` without
-the lock, which is safe because a waiter registers *before* it checks the
-queue.  Byte accounting uses two counters each written by one thread only
+slow path (waiting), ``_waiters``, ``_busy`` and the pending interrupt; the
+reader reads ``_waiters`` without the lock, which is safe because a waiter
+registers *before* it checks the queue (the dispatcher counts as one between
+rounds).  Byte accounting uses two counters each written by one thread only
 (``_bytes_in`` by the reader, ``_bytes_out`` by the taker), so no update is
 lost without a lock.
 """
@@ -83,16 +94,18 @@ class Subscription:
         self._closed: type[Error] | None = None
         self._dispatcher: threading.Thread | None = None
         self._busy = False  # the dispatcher holds a message (guarded by _cond)
-        #: Reader-thread hook of a layer above (JetStream): sees every message
-        #: first and returns True to consume it.  Internal code only: quick, never blocking.
-        self._hook: Callable[[Msg], bool] | None = None
+        #: Internal (the delivery port): reader-thread hook of a layer above (JetStream) that sees every
+        #: message first and returns True to consume it.  Quick, never blocking.
+        self.arrival_hook: Callable[[Msg], bool] | None = None
         # An error the next take raises once the queue is empty (guarded by _cond).
         self._pending_error: Error | None = None
         if cb is not None:
             # The thread holds the subscription weakly and the connection not at all, so a connection
             # dropped without close() (and its subscriptions) can be collected; the thread then ends.
+            # Between rounds it waits, and counts as a waiter: the reader wakes it.
+            self._waiters = 1
             self._dispatcher = threading.Thread(
-                target=_dispatch_main, args=(weakref.ref(self), self._queue, self._cond),
+                target=_dispatch_main, args=(weakref.WeakMethod(self._dispatch_round), self._queue, self._cond),
                 name=f"jsclient-sub-{sid}", daemon=True,
             )
             self._dispatcher.start()
@@ -106,7 +119,7 @@ class Subscription:
     def _deliver(self, msg: Msg) -> None:
         """Queue a message, or drop and count it when over the pending limits."""
         self.received += 1
-        hook = self._hook
+        hook = self.arrival_hook
         if hook is not None and hook(msg):
             return
         size = len(msg.data)
@@ -173,9 +186,10 @@ class Subscription:
             raise Error("next_msg cannot be used on a subscription with a callback")
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0 or timeout != timeout):
             raise InvalidArgumentError(f"timeout must be a number of seconds >= 0 (or None), not {timeout!r}")
-        return self._take(timeout)
+        return self.take(timeout)
 
-    def _take(self, timeout: float | None) -> Msg:
+    def take(self, timeout: float | None) -> Msg:
+        """Internal (the delivery port): :meth:`next_msg` without its checks, for the layers above."""
         try:
             msg = self._queue.popleft()
         except IndexError:
@@ -183,10 +197,13 @@ class Subscription:
         self._bytes_out += len(msg.data)
         return msg
 
-    def _interrupt(self, error: Error) -> None:
-        """Have the next take raise ``error`` once, when the queue is empty.  Any thread."""
+    def interrupt(self, reason: Error) -> None:
+        """Internal (the delivery port): have the next take raise ``reason`` once, when the queue is empty.
+
+        Any thread; a taker waiting now is woken.
+        """
         with self._cond:
-            self._pending_error = error
+            self._pending_error = reason
             self._cond.notify_all()
 
     def _wait(self, timeout: float | None) -> Msg:
@@ -229,23 +246,41 @@ class Subscription:
         """Messages until the subscription ends (blocks while none are pending)."""
         return until_closed(self.next_msg)
 
-    def _dispatch_one(self, msg: Msg) -> None:
-        """Dispatcher thread: one message to the callback; an exception goes to the error callback."""
-        self._bytes_out += len(msg.data)
+    def _dispatch_round(self) -> bool:
+        """Dispatcher thread: the callback for every queued message, in order; True once the subscription ended.
+
+        Called while the thread counts as a waiter (so the reader woke it);
+        returns with the queue empty, ``_busy`` False (a drain may wait for
+        that) and, unless it ended, the thread counted as a waiter again:
+        it registers before it looks at the queue once more, as every waiter does.
+        """
+        q = self._queue
+        cond = self._cond
         cb = self._cb
         assert cb is not None
-        try:
-            cb(msg)
-        except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
-            self._conn.core.report_error(exc)
-
-    def _idle(self) -> bool:
-        """Dispatcher thread, under _cond, queue empty: say so (a drain may wait for it); True when it ended."""
-        self._busy = False
-        self._cond.notify_all()
-        if self._slow_reported:
-            self._slow = self._slow_reported = False
-        return self._closed is not None
+        with cond:
+            self._waiters -= 1
+            self._busy = True
+        while True:
+            try:
+                msg = q.popleft()
+            except IndexError:
+                with cond:
+                    if q:
+                        continue  # arrived since
+                    self._busy = False
+                    cond.notify_all()
+                    if self._slow_reported:
+                        self._slow = self._slow_reported = False
+                    if self._closed is not None:
+                        return True
+                    self._waiters += 1
+                    return False
+            self._bytes_out += len(msg.data)
+            try:
+                cb(msg)
+            except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
+                self._conn.core.report_error(exc)
 
     # -- ending ------------------------------------------------------------
     def unsubscribe(self, max_msgs: int | None = None) -> None:
@@ -280,38 +315,25 @@ def until_closed(next_msg: Callable[..., Msg]) -> Iterator[Msg]:
             return
 
 
-def _dispatch_main(ref: weakref.ReferenceType[Subscription], q: deque[Msg], cond: threading.Condition) -> None:
-    """A callback subscription's own thread: messages to the callback, in order.
+def _dispatch_main(
+    dispatch_round: weakref.WeakMethod[Callable[[], bool]], q: deque[Msg], cond: threading.Condition
+) -> None:
+    """A callback subscription's own thread: rounds of messages to the callback, in order.
 
-    Holds the subscription only while it handles a message, so a dropped
-    subscription is collected; its finalizer wakes this thread to end.
+    Holds the subscription only through a weak method, strongly only during
+    a round, so a dropped subscription is collected; its finalizer wakes this
+    thread to end.  Between rounds it waits here, on the queue alone; a wake
+    with nothing queued (an end, an interrupt) gets a round too, which finds
+    out whether the subscription ended.
     """
     while True:
-        try:
-            msg = q.popleft()
-        except IndexError:
-            with cond:
-                sub = ref()
-                if sub is None or sub._idle():
-                    return
-                sub._waiters += 1
-                try:
-                    while not q:
-                        del sub  # not kept while waiting
-                        cond.wait()
-                        sub = ref()
-                        if sub is None or (sub._closed is not None and not q):
-                            return
-                    msg = q.popleft()
-                    sub._busy = True
-                finally:
-                    if sub is not None:
-                        sub._waiters -= 1
-        sub = ref()
-        if sub is None:
+        run = dispatch_round()
+        if run is None or run():
             return
-        sub._dispatch_one(msg)
-        del sub
+        del run  # not kept while waiting
+        with cond:
+            if not q:
+                cond.wait()
 
 
 def _wake(cond: threading.Condition) -> None:

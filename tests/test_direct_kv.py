@@ -306,9 +306,9 @@ def test_each_reply_shape_matches_what_the_server_writes(server: NatsServer, js:
     kv = js.create_key_value("shapes", history=3)
     kv.put("k", b"value")
     entry = kv.get("k")
-    shape = kv._last_requests["k"][2]
+    shape = kv._last_requests["k"].shape
     line = shape.line + REPLY_LINE % (b"_INBOX.t.", 1, 1)
-    request = kv._last_requests["k"][0]
+    request = kv._last_requests["k"].request
     groups = Parser().feed_shaped(raw_reply(server, request), line, shape)
     assert groups is not None and shape.read(groups) == entry and shape.read(groups).value == b"value"
     assert entry.created is not None and entry.created.tzinfo is not None
@@ -329,7 +329,7 @@ def test_each_reply_shape_matches_what_the_server_writes(server: NatsServer, js:
     js.publish("s.plain", b"p")
     js.publish("s.mine", b"m", headers={"Mine": "1"})
     stored = js.direct_get("S", last_by_subj="s.plain")
-    shape2 = js.last_requests[("S", "s.plain")][2]
+    shape2 = js.last_requests[("S", "s.plain")].shape
     got = Parser().feed_shaped(raw_reply(server, "$JS.API.DIRECT.GET.S.s.plain"), line, shape2)
     assert got is not None
     read = shape2.read(got)
@@ -379,9 +379,9 @@ def test_a_value_read_again_unchanged_is_one_comparison(nc: jsclient.Connection,
     kv.put("big", big)
     got = [kv.get("big") for _ in range(3)]
     assert all(entry == got[0] for entry in got) and got[0].value == big and got[1] is not got[0]
-    shape = kv._last_requests["big"][2]
+    shape = kv._last_requests["big"].shape
     assert shape.repeats and shape.last is None  # matched each time, never kept
-    assert kv._last_requests["same"][2].last is not None
+    assert kv._last_requests["same"].shape.last is not None
     stored = [kv._js.direct_get("KV_cfg", last_by_subj="$KV.cfg.same") for _ in range(3)]
     assert stored[1] is not stored[2] and (stored[1].seq, stored[1].data) == (stored[2].seq, stored[2].data)
     stored[1].data = b"changed by its caller"

@@ -1,7 +1,16 @@
-"""CoreAPI: what JetStream, messages and subscriptions may use of a connection beyond its public API.
+"""The internal interfaces between the core and the layers above it.
 
-They reach it as ``conn.core`` (the current :class:`~jsclient.core.session.Session`;
-a forked child gets a new one, so hold the connection, not its core).
+* :class:`CoreAPI`: what JetStream, messages and subscriptions may use of a
+  connection beyond its public API.  They reach it as ``conn.core`` (the
+  current :class:`~jsclient.core.session.Session`; a forked child gets a new
+  one, so hold the connection, not its core).
+* :class:`DeliveryPort`: what JetStream, Spark and services use of a core
+  subscription beyond its public API.  :class:`~jsclient.subscription.Subscription`
+  implements it; a workflow holds its subscription as a port.
+
+Nothing outside :mod:`jsclient.core` touches an underscore member of another
+module's object: what crosses a layer is named here (ruff's SLF001 keeps it so).
+Which thread may call what is said on each member.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
+from ..errors import Error
 from ..futures import ReplyKind
 from ..headers import HeadersInput
 from ..protocol import R, ReplyShape
@@ -70,3 +80,45 @@ class CoreAPI(Protocol):
     def unsubscribe(self, sub: Subscription, max_msgs: int | None) -> None: ...
 
     def drain_subscription(self, sub: Subscription, timeout: float) -> None: ...
+
+
+class DeliveryPort(Protocol):
+    """A core subscription as the workflows above it use it: take, interrupt, an arrival hook, counts.
+
+    One thread takes (the workflow's taking thread); the reader thread
+    delivers, runs the hook and writes the counts; any thread may interrupt.
+    """
+
+    #: Messages that arrived (kept, dropped, or consumed by the hook); written by the reader thread only.
+    received: int
+    #: Messages dropped because the pending limits were exceeded; written by the reader thread only.
+    dropped: int
+    #: Runs on the reader thread for every message before it is queued; True consumes it (never queued).
+    #: Quick and never blocking: it holds up every subscription of the connection.
+    arrival_hook: Callable[[Msg], bool] | None
+
+    @property
+    def pending_msgs(self) -> int:
+        """Messages queued, not yet taken."""
+
+    @property
+    def pending_bytes(self) -> int:
+        """Payload bytes queued, not yet taken."""
+
+    @property
+    def is_closed(self) -> bool:
+        """No more messages will arrive (what is queued may still be taken)."""
+
+    def take(self, timeout: float | None) -> Msg:
+        """The next message, waiting up to ``timeout`` seconds (None: forever); no argument checks.
+
+        Raises :class:`~jsclient.TimeoutError`, the error of an :meth:`interrupt`
+        (once, when the queue is empty), or the error that ended the subscription.
+        """
+
+    def interrupt(self, reason: Error) -> None:
+        """Have the next take raise ``reason`` once, when the queue is empty, waking a taker now.  Any thread."""
+
+    def unsubscribe(self, max_msgs: int | None = None) -> None: ...
+
+    def drain(self, timeout: float | None = None) -> None: ...

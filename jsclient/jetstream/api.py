@@ -543,16 +543,16 @@ class _ErrorEnvelope(msgspec.Struct):
     error: APIErrorBody | None = None
 
 
-class _AckReply(msgspec.Struct):
+class AckReply(msgspec.Struct):
     """A reply that is either an error object or an ack (publish, batch commit)."""
 
     error: APIErrorBody | None = None
 
 
-AckT = TypeVar("AckT", bound=_AckReply)
+AckT = TypeVar("AckT", bound=AckReply)
 
 
-class _PubAckReply(_AckReply, kw_only=True):
+class _PubAckReply(AckReply, kw_only=True):
     stream: str = ""
     seq: int = 0
     duplicate: bool = False
@@ -570,15 +570,18 @@ class StoredMsg(msgspec.Struct, kw_only=True):
     time: dt.datetime | None = None
 
 
-class _MsgGetReply(msgspec.Struct):
+# The envelopes of management replies, read by context.py (internal: not exported by jsclient).
+
+
+class MsgGetReply(msgspec.Struct):
     message: StoredMsg
 
 
-class _Success(msgspec.Struct):
+class SuccessReply(msgspec.Struct):
     success: bool = False
 
 
-class _PurgeReply(msgspec.Struct):
+class PurgeReply(msgspec.Struct):
     success: bool = False
     purged: int = 0
 
@@ -589,23 +592,23 @@ class _Page(msgspec.Struct):
     limit: int = 0
 
 
-class _StreamNamesPage(_Page):
+class StreamNamesPage(_Page):
     streams: list[str] | None = None
 
 
-class _StreamListPage(_Page):
+class StreamListPage(_Page):
     streams: list[StreamInfo] | None = None
 
 
-class _ConsumerNamesPage(_Page):
+class ConsumerNamesPage(_Page):
     consumers: list[str] | None = None
 
 
-class _ConsumerListPage(_Page):
+class ConsumerListPage(_Page):
     consumers: list[ConsumerInfo] | None = None
 
 
-class _StreamInfoPaged(StreamInfo, kw_only=True):
+class StreamInfoPaged(StreamInfo, kw_only=True):
     total: int = 0
     offset: int = 0
     limit: int = 0

@@ -49,7 +49,7 @@ class BatchAck(msgspec.Struct, kw_only=True, frozen=True):
     domain: str | None = None
 
 
-class _BatchAckReply(api._AckReply):
+class _BatchAckReply(api.AckReply):
     stream: str = ""
     seq: int = 0
     count: int = 0
@@ -149,9 +149,9 @@ def batch_ack(commit: Future[Msg], subject: str, *, js: JetStream | None = None,
     try:
         reply = commit.result()
     except NoRespondersError:
-        from .context import _no_stream
+        from .context import no_stream
 
-        raise _no_stream(subject) from None
+        raise no_stream(subject) from None
     except TimeoutError as exc:
         if js is not None and js.conn.reconnects != reconnects:
             raise BatchInterruptedError(

@@ -49,7 +49,7 @@ from ..options import Options, mask_url
 from ..protocol import PING, PONG, PUB_FRAME, check_subscribe_subject, split_replies
 from ..transport import Transport
 from . import api, features
-from .direct import _api_error, eob_counts, stored_size
+from .direct import direct_get_error, eob_counts, stored_size
 from .manager import DIRECT_BATCH, FETCH, Verdict
 from .metadata import parse_metadata
 from .status import Kind, Status, classify_header, status_error
@@ -167,7 +167,7 @@ class BulkReader:
                 if DIRECT_BATCH[judged.kind] is not Verdict.END:
                     if judged.code == 503:
                         raise NoRespondersError(f"no direct get responder for stream {stream!r}")
-                    raise _api_error(judged.code, judged.description, stream)
+                    raise direct_get_error(judged.code, judged.description, stream)
                 if judged.kind is Kind.NO_MESSAGES:
                     ok = True
                     if headers:
@@ -286,7 +286,7 @@ class BulkReader:
                         if judged.kind is not Kind.NO_MESSAGES:
                             if judged.code == 503:
                                 raise NoRespondersError(f"no direct get responder for stream {stream!r}")
-                            raise _api_error(judged.code, judged.description, stream)
+                            raise direct_get_error(judged.code, judged.description, stream)
                         more = False
                         break
                     header = headers[-1]

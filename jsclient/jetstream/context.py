@@ -40,7 +40,7 @@ from ..errors import (
 )
 from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
-from ..protocol import ReplyShape, check_publish_subject, check_subscribe_subject
+from ..protocol import check_publish_subject, check_subscribe_subject
 from . import api, batch, fastbatch, features, msgopts
 from .api import (
     AccountInfo,
@@ -54,6 +54,7 @@ from .api import (
 from .batch import AtomicBatch, BatchAck
 from .direct import (
     DirectBatch,
+    LastRequest,
     StoredMessage,
     direct_get,
     direct_get_batch,
@@ -123,10 +124,9 @@ class JetStream:
         self.prefix = prefix
         self.domain = domain
         self.timeout = float(timeout)
-        #: (stream, subject) -> direct-get subject of its last message, the start of its answer's header
-        #: block and the shape of that answer, once checked (see direct.read_last; a cache: losing it costs
-        #: a check).
-        self.last_requests: dict[tuple[str, str], tuple[str, bytes, ReplyShape[StoredMessage]]] = {}
+        #: (stream, subject) -> how to read its last message, once checked (see direct.read_last; a cache:
+        #: losing it costs a check).
+        self.last_requests: dict[tuple[str, str], LastRequest[StoredMessage]] = {}
         self.publish_async_max_pending = publish_async_max_pending
         self._window = _Window()
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
@@ -232,7 +232,7 @@ class JetStream:
 
     def delete_stream(self, name: str) -> bool:
         api.check_name("stream name", name)
-        return self._call(f"STREAM.DELETE.{name}", None, api._Success).success
+        return self._call(f"STREAM.DELETE.{name}", None, api.SuccessReply).success
 
     def stream_info(self, name: str, subjects_filter: str | None = None, deleted_details: bool = False) -> StreamInfo:
         """Stream config and state; ``subjects_filter`` fills ``state.subjects`` (all pages)."""
@@ -243,10 +243,10 @@ class JetStream:
             body["subjects_filter"] = subjects_filter
         if deleted_details:
             body["deleted_details"] = True
-        info = self._call(f"STREAM.INFO.{name}", body or None, api._StreamInfoPaged)
+        info = self._call(f"STREAM.INFO.{name}", body or None, api.StreamInfoPaged)
         subjects = dict(info.state.subjects or {})
         while subjects_filter is not None and info.total > len(subjects) and info.state.subjects:
-            info = self._call(f"STREAM.INFO.{name}", {**body, "offset": len(subjects)}, api._StreamInfoPaged)
+            info = self._call(f"STREAM.INFO.{name}", {**body, "offset": len(subjects)}, api.StreamInfoPaged)
             subjects.update(info.state.subjects or {})
         state = msgspec.structs.replace(info.state, subjects=subjects or info.state.subjects)
         return StreamInfo(
@@ -262,11 +262,11 @@ class JetStream:
     def streams(self, subject: str | None = None) -> list[StreamInfo]:
         """Every stream (all pages), optionally only those listening on ``subject``."""
         body = self._subject_filter(subject)
-        return self._paged("STREAM.LIST", body, api._StreamListPage, "streams")
+        return self._paged("STREAM.LIST", body, api.StreamListPage, "streams")
 
     def stream_names(self, subject: str | None = None) -> list[str]:
         body = self._subject_filter(subject)
-        return self._paged("STREAM.NAMES", body, api._StreamNamesPage, "streams")
+        return self._paged("STREAM.NAMES", body, api.StreamNamesPage, "streams")
 
     @staticmethod
     def _subject_filter(subject: str | None) -> dict[str, Any]:
@@ -297,7 +297,7 @@ class JetStream:
         for key, value in (("seq", seq), ("keep", keep)):
             if value is not None:
                 body[key] = whole(f"purge_stream {key}", value, 0)
-        return self._call(f"STREAM.PURGE.{name}", body or None, api._PurgeReply).purged
+        return self._call(f"STREAM.PURGE.{name}", body or None, api.PurgeReply).purged
 
     def get_msg(
         self,
@@ -331,7 +331,7 @@ class JetStream:
             self.require(features.START_TIME_GET)  # 2.10 answers "bad request", or ignores it beside next_by_subj
         if not body:
             raise InvalidArgumentError("get_msg needs seq, last_by_subj, next_by_subj or start_time")
-        return self._call(f"STREAM.MSG.GET.{stream}", body, api._MsgGetReply).message
+        return self._call(f"STREAM.MSG.GET.{stream}", body, api.MsgGetReply).message
 
     def delete_msg(self, stream: str, seq: int, erase: bool = False) -> bool:
         """Delete one message (``erase`` overwrites it on disk)."""
@@ -339,7 +339,7 @@ class JetStream:
         body: dict[str, Any] = {"seq": whole("seq", seq)}
         if not erase:
             body["no_erase"] = True
-        return self._call(f"STREAM.MSG.DELETE.{stream}", body, api._Success).success
+        return self._call(f"STREAM.MSG.DELETE.{stream}", body, api.SuccessReply).success
 
     # -- direct get (ADR-31) ----------------------------------------------------------
     def direct_get(
@@ -516,15 +516,15 @@ class JetStream:
 
     def delete_consumer(self, stream: str, consumer: str) -> bool:
         self._consumer_names(stream, consumer)
-        return self._call(f"CONSUMER.DELETE.{stream}.{consumer}", None, api._Success).success
+        return self._call(f"CONSUMER.DELETE.{stream}.{consumer}", None, api.SuccessReply).success
 
     def consumers(self, stream: str) -> list[ConsumerInfo]:
         api.check_name("stream name", stream)
-        return self._paged(f"CONSUMER.LIST.{stream}", {}, api._ConsumerListPage, "consumers")
+        return self._paged(f"CONSUMER.LIST.{stream}", {}, api.ConsumerListPage, "consumers")
 
     def consumer_names(self, stream: str) -> list[str]:
         api.check_name("stream name", stream)
-        return self._paged(f"CONSUMER.NAMES.{stream}", {}, api._ConsumerNamesPage, "consumers")
+        return self._paged(f"CONSUMER.NAMES.{stream}", {}, api.ConsumerNamesPage, "consumers")
 
     def pause_consumer(self, stream: str, consumer: str, until: dt.datetime) -> api.ConsumerPause:
         """Stop deliveries until ``until`` (aware); heartbeats go on, so nothing counts them missed."""
@@ -553,7 +553,7 @@ class JetStream:
         self._consumer_names(stream, consumer)
         body = {"group": api.check_group(group)}
         level = self.require(features.PRIORITY_GROUPS)
-        api.decode_reply(self._api(f"CONSUMER.UNPIN.{stream}.{consumer}", body, level=level), api._Success)
+        api.decode_reply(self._api(f"CONSUMER.UNPIN.{stream}.{consumer}", body, level=level), api.SuccessReply)
 
     @staticmethod
     def _consumer_names(stream: str, consumer: str) -> None:
@@ -737,7 +737,7 @@ class JetStream:
                     return send()
         except NoRespondersError:
             pass
-        raise _no_stream(subject)
+        raise no_stream(subject)
 
     def publish_async(
         self,
@@ -953,7 +953,8 @@ class JetStream:
                 )
 
 
-def _no_stream(subject: str) -> NoStreamResponseError:
+def no_stream(subject: str) -> NoStreamResponseError:
+    """The error of a JetStream publish nobody answered (503): no stream stores ``subject``."""
     return NoStreamResponseError(
         f"no stream answered a publish to {subject!r}: no stream stores that subject, or JetStream is unavailable"
     )
@@ -968,7 +969,7 @@ def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass  # decode_pub_ack names the problem
     elif not data and status_of(msg.header) == 503:
-        raise _no_stream(subject)
+        raise no_stream(subject)
     return api.decode_pub_ack(data)
 
 

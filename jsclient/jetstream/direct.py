@@ -20,7 +20,8 @@ import datetime as dt
 import enum
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple
 
 from ..checks import check_timeout, whole
 from ..errors import (
@@ -37,12 +38,13 @@ from ..errors import (
 )
 from ..headers import Headers, parse, status_of
 from ..message import Msg
-from ..protocol import ReplyShape, check_publish_subject, check_subscribe_subject, remember, reply_pattern
+from ..protocol import R, ReplyShape, check_publish_subject, check_subscribe_subject, remember, reply_pattern
 from . import api, features
 from .manager import DIRECT_BATCH, MessageManager, Verdict
 from .status import Kind, Status
 
 if TYPE_CHECKING:
+    from ..core.iface import DeliveryPort
     from .context import JetStream
 
 #: Delivery headers the server adds; exposed as fields, not as user headers.
@@ -109,12 +111,48 @@ DELIVERY_REPLY = reply_pattern(
 )
 
 
+class Tail(NamedTuple):
+    """What :func:`fixed_tail` reads of a delivery block."""
+
+    seq: int
+    time: dt.datetime
+
+
+class Delivery(NamedTuple):
+    """What :func:`fixed_delivery` reads of a delivery block."""
+
+    stream: str
+    subject: str
+    seq: int
+    stamp: str
+
+
+#: Builds a Tail or a Delivery from all its fields without the Python-level ``__new__`` a NamedTuple has.
+_new_tuple = tuple.__new__
+
+
+@dataclass(frozen=True, slots=True)
+class LastRequest(Generic[R]):
+    """What reading a subject's last message needs once its names are checked (the entry of a cache).
+
+    ``request`` is the direct-get subject; ``head`` the start of the block its
+    answer has when the message was stored without headers of its own
+    (:func:`delivery_head`); ``shape`` how the caller reads that answer as it
+    arrives.  Slots, not a NamedTuple: read by name on every get, a slot
+    costs what a tuple index does.
+    """
+
+    request: str
+    head: bytes
+    shape: ReplyShape[R]
+
+
 def delivery_head(stream: str, subject: str) -> bytes:
     """The start of that block for a message of ``stream`` on ``subject``, up to its sequence."""
     return b"NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: " % (stream.encode(), subject.encode())
 
 
-def fixed_tail(header: bytes, head: bytes) -> tuple[int, dt.datetime] | None:
+def fixed_tail(header: bytes, head: bytes) -> Tail | None:
     """Sequence and time from that block when it starts with ``head`` (stream and subject known):
     what :func:`fixed_delivery` reads, without matching and decoding the two names again."""
     if not header.startswith(head):
@@ -125,23 +163,23 @@ def fixed_tail(header: bytes, head: bytes) -> tuple[int, dt.datetime] | None:
     seq, stamp = m.groups()
     try:
         # A server's RFC 3339 stamp, read in C; any other form (or bytes that are no text) goes the long way.
-        return int(seq), dt.datetime.fromisoformat(stamp.decode())
+        return _new_tuple(Tail, (int(seq), dt.datetime.fromisoformat(stamp.decode())))
     except ValueError:  # UnicodeDecodeError included
         pass
     try:
-        return int(seq), parse_timestamp(stamp.decode())
+        return _new_tuple(Tail, (int(seq), parse_timestamp(stamp.decode())))
     except (UnicodeDecodeError, JetStreamAPIError):
         return None
 
 
-def fixed_delivery(header: bytes) -> tuple[str, str, int, str] | None:
+def fixed_delivery(header: bytes) -> Delivery | None:
     """Stream, subject, sequence and time stamp from that block in one match; None for any other."""
     m = _FIXED_DELIVERY.fullmatch(header)
     if m is None:
         return None
     stream, subject, seq, stamp = m.groups()
     try:
-        return stream.decode(), subject.decode(), int(seq), stamp.decode()
+        return _new_tuple(Delivery, (stream.decode(), subject.decode(), int(seq), stamp.decode()))
     except UnicodeDecodeError:
         return None  # the general reading replaces what is not UTF-8
 
@@ -222,14 +260,15 @@ class StoredMessage:
         if headers is None:
             headers = self._headers = parse(self._header) if self._header else Headers()
             for name in _DELIVERY:
-                headers._map.pop(name, None)
+                headers.pop(name, None)
         return headers
 
     def __repr__(self) -> str:
         return f"<StoredMessage stream={self.stream!r} seq={self.seq} subject={self.subject!r} data={self.data[:32]!r}>"
 
 
-def _api_error(code: int, description: str, stream: str) -> JetStreamAPIError:
+def direct_get_error(code: int, description: str, stream: str) -> JetStreamAPIError:
+    """The error a direct get's status ``code`` (with its description) means."""
     if code == 404:
         return MessageNotFoundError(404, 10037, description or "no message found")
     if code == 408:
@@ -245,7 +284,7 @@ def _status_error(js: JetStream, stream: str, status: Status, data: bytes) -> Je
     """The error for a direct get's error status (its :data:`~.manager.DIRECT_BATCH` verdict)."""
     if status.code == 503 and not data:
         return no_direct(js, stream)
-    return _api_error(status.code, status.description, stream)
+    return direct_get_error(status.code, status.description, stream)
 
 
 def no_direct(js: JetStream, stream: str) -> JetStreamAPIError:
@@ -308,20 +347,20 @@ def read_last(js: JetStream, stream: str, subject: str, timeout: float | None) -
         known = remember(
             js.last_requests,
             (stream, subject),
-            (f"{js.prefix}.DIRECT.GET.{stream}.{subject}", head, last_shape(stream, subject, head)),
+            LastRequest(f"{js.prefix}.DIRECT.GET.{stream}.{subject}", head, last_shape(stream, subject, head)),
         )
     if timeout:
         check_timeout(timeout)
     else:
         timeout = js.timeout
     try:
-        reply = js.conn.core.request(known[0], b"", timeout, None, known[2])
+        reply = js.conn.core.request(known.request, b"", timeout, None, known.shape)
     except NoRespondersError:
         raise no_direct(js, stream) from None
     if isinstance(reply, StoredMessage):
         return reply  # read as it arrived
     header = reply.header
-    head = known[1]
+    head = known.head
     if header and header.startswith(head):
         m = _FIXED_TAIL.fullmatch(header, len(head))
         if m is not None:
@@ -358,7 +397,7 @@ def stored_reply(reply: Msg, stream: str) -> StoredMessage:
 
 def status_error(code: int, reply: Msg, stream: str) -> JetStreamAPIError:
     """The error a direct get's status reply means."""
-    return _api_error(code, parse(reply.header).description if reply.header else "", stream)
+    return direct_get_error(code, parse(reply.header).description if reply.header else "", stream)
 
 
 def _rfc3339(value: Any, name: str) -> str:
@@ -409,7 +448,7 @@ class DirectBatch:
         conn = js.conn
         subject = f"{js.prefix}.DIRECT.GET.{self.stream}"
         inbox = conn.new_inbox()
-        sub = conn.subscribe(inbox, pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 34)
+        sub: DeliveryPort = conn.subscribe(inbox, pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 34)
         mm = MessageManager(conn.core)
         body = dict(self._body)
         multi = self._asking is Asking.MULTI_LAST
@@ -420,7 +459,7 @@ class DirectBatch:
                 got = 0
                 while True:
                     try:
-                        msg = sub._take(self._timeout)
+                        msg = sub.take(self._timeout)
                     except TimeoutError:
                         raise TimeoutError(
                             f"direct get batch on {self.stream!r}: no reply within {self._timeout} s"

@@ -255,7 +255,7 @@ class ConsumerMessages:
                 if self._draining.is_set():
                     break
             if self._draining.is_set():
-                yield from self._psub._take_ready(1 << 30)  # what had already arrived: handed out, not lost
+                yield from self._psub.take_ready(1 << 30)  # what had already arrived: handed out, not lost
         finally:
             self._psub.unsubscribe()
 

@@ -43,6 +43,7 @@ from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
 from .direct import (
     DELIVERY_REPLY,
+    LastRequest,
     StoredMessage,
     delivery_head,
     fixed_delivery,
@@ -122,13 +123,13 @@ def _entry_shape(bucket: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry
     The same answer again (the value unchanged since) comes with the same groups, and gets the same
     entry: a tuple of immutable values, which no caller can change under another.
     """
-    last: tuple[tuple[bytes, ...], KeyValueEntry | None] = ((), None)
+    last: tuple[tuple[bytes, ...], KeyValueEntry | None] = ((), None)  # (groups, their entry)
 
     def read(groups: tuple[bytes, ...]) -> KeyValueEntry | None:
         nonlocal last
-        seen = last
-        if groups is seen[0]:
-            return seen[1]
+        seen_groups, seen_entry = last
+        if groups is seen_groups:
+            return seen_entry
         _, _, _, block_head, seq, stamp, value = groups
         entry = None
         if block_head == head:  # else another stream's (a mirror's) or subject's
@@ -162,10 +163,9 @@ class KeyValue:
         self.origin = origin
         self._prefix = f"$KV.{origin or bucket}."
         self._direct = direct
-        #: key -> its direct-get subject, the start of the header block its answer has when the value was
-        #: put without headers (see direct.fixed_tail) and the shape of that answer (:func:`_entry_shape`),
-        #: for keys already checked (a cache: losing it costs a check).
-        self._last_requests: dict[str, tuple[str, bytes, ReplyShape[KeyValueEntry]]] = {}
+        #: key -> how get() reads its value (the shape of its answer: :func:`_entry_shape`), for keys
+        #: already checked (a cache: losing it costs a check).
+        self._last_requests: dict[str, LastRequest[KeyValueEntry]] = {}
 
     def __repr__(self) -> str:
         return f"<KeyValue bucket={self.bucket!r}>"
@@ -180,7 +180,7 @@ class KeyValue:
                 known = self._last_request(key)
             js = self._js
             try:
-                reply = js.conn.core.request(known[0], b"", js.timeout, None, known[2])
+                reply = js.conn.core.request(known.request, b"", js.timeout, None, known.shape)
             except NoRespondersError:
                 raise no_direct(js, self.stream) from None
             if isinstance(reply, KeyValueEntry):
@@ -188,9 +188,9 @@ class KeyValue:
             # A value put without headers: no KV-Operation, so a put, and only two fields to read.
             header = reply.header
             if header:
-                tail = fixed_tail(header, known[1])
+                tail = fixed_tail(header, known.head)
                 if tail is not None:
-                    return _new_entry(KeyValueEntry, (self.bucket, key, reply.data, tail[0], tail[1], PUT, 0))
+                    return _new_entry(KeyValueEntry, (self.bucket, key, reply.data, tail.seq, tail.time, PUT, 0))
                 code = status_of(header)
                 if code == 404:
                     raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
@@ -198,7 +198,7 @@ class KeyValue:
                     raise status_error(code, reply, self.stream)
                 fixed = fixed_delivery(header)  # another stream answered (a mirror, say)
                 if fixed is not None:
-                    return KeyValueEntry(self.bucket, key, reply.data, fixed[2], parse_timestamp(fixed[3]))
+                    return KeyValueEntry(self.bucket, key, reply.data, fixed.seq, parse_timestamp(fixed.stamp))
             return self._entry(key, StoredMessage(reply))
         check_key(key)
         subject = self._prefix + key
@@ -214,13 +214,13 @@ class KeyValue:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
         return self._entry(key, stored)
 
-    def _last_request(self, key: str) -> tuple[str, bytes, ReplyShape[KeyValueEntry]]:
+    def _last_request(self, key: str) -> LastRequest[KeyValueEntry]:
         """What get() needs to know of ``key``, once the key is checked (then remembered)."""
         check_key(key)
         subject = self._prefix + key
         request = f"{self._js.prefix}.DIRECT.GET.{self.stream}.{subject}"
         head = delivery_head(self.stream, subject)
-        return remember(self._last_requests, key, (request, head, _entry_shape(self.bucket, key, head)))
+        return remember(self._last_requests, key, LastRequest(request, head, _entry_shape(self.bucket, key, head)))
 
     def _entry(self, key: str, stored: StoredMessage) -> KeyValueEntry:
         """The entry get() returns; KeyDeletedError for a delete or purge marker."""
@@ -345,7 +345,9 @@ class KeyValue:
             start = {"deliver_policy": DeliverPolicy.NEW.value}
         else:
             start = {"deliver_policy": (DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT).value}
-        return KeyWatcher(self, filters, start, ignore_deletes=ignore_deletes, meta_only=meta_only)
+        return KeyWatcher(
+            self, self._js, self._prefix, filters, start, ignore_deletes=ignore_deletes, meta_only=meta_only
+        )
 
     def keys(self, filter: str = ">") -> list[str]:  # noqa: A002 - the natural name
         """Keys that currently have a value."""
@@ -408,13 +410,14 @@ class KeyWatcher(Watch[KeyValueEntry]):
     """``next(timeout)`` gives entries; ``None`` once marks the end of the initial values."""
 
     def __init__(
-        self, kv: KeyValue, keys: list[str], start: dict[str, Any], *, ignore_deletes: bool, meta_only: bool
+        self, kv: KeyValue, js: JetStream, prefix: str, keys: list[str], start: dict[str, Any], *,
+        ignore_deletes: bool, meta_only: bool,
     ) -> None:
-        self._kv = kv
+        self._bucket = kv.bucket
+        self._prefix_size = len(prefix)  # a key's subject is the bucket's prefix + the key
         self._ignore_deletes = ignore_deletes
-        js = kv._js
         self._timeout = js.timeout
-        subjects = [kv._prefix + key for key in keys]
+        subjects = [prefix + key for key in keys]
         config = ConsumerConfig(
             **start,
             headers_only=True if meta_only else UNSET,
@@ -436,7 +439,7 @@ class KeyWatcher(Watch[KeyValueEntry]):
         while True:
             msg = self._sub.next_msg(timeout=timeout)
             meta = msg.metadata
-            key = msg.subject[len(self._kv._prefix) :]
+            key = msg.subject[self._prefix_size :]
             op = _operation(msg.headers.get(OPERATION_HEADER), msg.headers.get(MARKER_REASON_HEADER))
             if meta.num_pending == 0:
                 self._initial_done = True
@@ -447,7 +450,7 @@ class KeyWatcher(Watch[KeyValueEntry]):
                 continue
             value = b"" if msg.headers.get("Nats-Msg-Size") is not None else msg.data
             return KeyValueEntry(
-                self._kv.bucket, key, value, meta.sequence.stream, meta.timestamp, op, meta.num_pending
+                self._bucket, key, value, meta.sequence.stream, meta.timestamp, op, meta.num_pending
             )
 
 

@@ -289,7 +289,7 @@ class ObjectStore:
         policy = DeliverPolicy.LAST_PER_SUBJECT
         if updates_only or include_history:
             policy = DeliverPolicy.NEW if updates_only else DeliverPolicy.ALL
-        return ObjectWatcher(self, policy, ignore_deletes=ignore_deletes)
+        return ObjectWatcher(self, self._js, policy, ignore_deletes=ignore_deletes)
 
     # -- reading objects ------------------------------------------------------------------
     def get(self, name: str, *, timeout: float | None = None) -> ObjectReader:
@@ -303,7 +303,7 @@ class ObjectStore:
             if info.link.name is None:
                 raise InvalidArgumentError(f"object {name!r} is a link to the bucket {info.link.bucket!r}")
             return self._js.object_store(info.link.bucket).get(info.link.name, timeout=wait)
-        return ObjectReader(self, info, wait)
+        return ObjectReader(self._js, self.stream, self._chunk_subject(info.nuid), info, wait)
 
     def get_bytes(self, name: str, *, timeout: float | None = None) -> bytes:
         with self.get(name, timeout=timeout) as reader:
@@ -542,12 +542,14 @@ class ObjectReader(io.RawIOBase):
     reading (the object was replaced or deleted) raise ObjectNotFoundError.
     """
 
-    def __init__(self, store: ObjectStore, info: ObjectInfo, timeout: float) -> None:
+    def __init__(self, js: JetStream, stream: str, subject: str, info: ObjectInfo, timeout: float) -> None:
+        """Reads the chunks of ``info`` on ``subject`` (its nuid's) of the bucket's ``stream``."""
         super().__init__()
         self.info = info
-        self._store = store
+        self._js = js
+        self._stream = stream
         self._timeout = timeout
-        self._subject = store._chunk_subject(info.nuid)
+        self._subject = subject
         self._sha = hashlib.sha256()
         self._seq = 1  # the next stream sequence to ask from
         self._chunks = 0
@@ -581,13 +583,13 @@ class ObjectReader(io.RawIOBase):
         batch = min(per, info.chunks - self._chunks)
         got = 0
         try:
-            for stored in self._store._js.direct_get_batch(
-                self._store.stream, self._subject, batch=batch, seq=self._seq, timeout=self._timeout
+            for stored in self._js.direct_get_batch(
+                self._stream, self._subject, batch=batch, seq=self._seq, timeout=self._timeout
             ):
                 got += 1
                 self._take(stored.seq, stored.data)
         except DirectGetDisabledError:
-            msg = self._store._js.get_msg(self._store.stream, seq=self._seq, next_by_subj=self._subject)
+            msg = self._js.get_msg(self._stream, seq=self._seq, next_by_subj=self._subject)
             got = 1
             self._take(msg.seq, msg.data)
         except MessageNotFoundError:
@@ -632,10 +634,9 @@ class ObjectReader(io.RawIOBase):
 class ObjectWatcher(Watch[ObjectInfo]):
     """``next(timeout)`` gives descriptions; ``None`` once marks the end of the current ones."""
 
-    def __init__(self, store: ObjectStore, policy: DeliverPolicy, *, ignore_deletes: bool) -> None:
+    def __init__(self, store: ObjectStore, js: JetStream, policy: DeliverPolicy, *, ignore_deletes: bool) -> None:
         self._store = store
         self._ignore_deletes = ignore_deletes
-        js = store._js
         self._timeout = js.timeout
         try:
             self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]

@@ -59,7 +59,7 @@ from .manager import HANDLED, MESSAGE, ORDERED, StrictOrder, Verdict
 from .status import status_error
 
 if TYPE_CHECKING:
-    from ..subscription import Subscription
+    from ..core.iface import DeliveryPort
     from .context import JetStream
 
 DEFAULT_IDLE_HEARTBEAT = 5.0
@@ -123,13 +123,14 @@ class OrderedSubscription(Bound):
         cb: Callable[[Msg], None] | None,
         limits: tuple[int | None, int | None],
     ) -> None:
+        """Create the first consumer (and, with ``cb``, the callback thread): the subscription runs."""
         super().__init__(js, stream, subject)
         self._base = config
         self._cb = cb
         self._limits = limits
         self._lock = threading.Lock()
         self._generation = 0
-        self._sub: Subscription | None = None
+        self._sub: DeliveryPort | None = None
         self._closed = False
         # Reader side: what was accepted into the queue (under _lock); a reset restarts after it.
         self._mm = StrictOrder(self._conn.core, on_gap=self._flag_reset)
@@ -146,6 +147,10 @@ class OrderedSubscription(Bound):
         self._reset_error: BaseException | None = None  # guarded by _reset_cond
         # After a reconnect the consumer may be gone (a restarted server, another node): reset.
         self._hook_key = self._conn.core.add_reconnect_hook(self._on_reconnect)
+        self._start()
+        if cb is not None:
+            self._thread = threading.Thread(target=self._run_callbacks, name="jsclient-ordered", daemon=True)
+            self._thread.start()
 
     def __repr__(self) -> str:
         return (
@@ -175,7 +180,7 @@ class OrderedSubscription(Bound):
             self._reset_from = None
         inbox = conn.new_inbox()
         sub = conn.subscribe(inbox, pending_msgs_limit=self._limits[0], pending_bytes_limit=self._limits[1])
-        sub._hook = lambda msg: self._on_receive(msg, generation)
+        sub.arrival_hook = lambda msg: self._on_receive(msg, generation)
         fields: dict[str, Any] = {"deliver_subject": inbox}
         if self.subject and self._base.filter_subject is UNSET and self._base.filter_subjects is UNSET:
             fields["filter_subject"] = self.subject
@@ -216,7 +221,7 @@ class OrderedSubscription(Bound):
         self._reset_from = self._mm.stream_seq
         sub = self._sub
         if sub is not None:
-            sub._interrupt(_Reset("reset"))
+            sub.interrupt(_Reset("reset"))
 
     def _on_reconnect(self) -> None:
         """Reconnect thread: recreate the consumer from where delivery stands."""
@@ -242,7 +247,7 @@ class OrderedSubscription(Bound):
                 continue
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                msg = sub._take(remaining)
+                msg = sub.take(remaining)
             except _Reset:
                 continue
             except SubscriptionClosedError:
@@ -254,7 +259,7 @@ class OrderedSubscription(Bound):
                 meta = msg.metadata
                 self.last_stream_seq = meta.sequence.stream
                 self.last_consumer_seq = meta.sequence.consumer
-                msg._ack_state = ACK_DISABLED
+                msg.ack_state = ACK_DISABLED
                 return msg
             if verdict is Verdict.RESET:
                 with self._lock:
@@ -374,9 +379,4 @@ def subscribe_ordered(
         raise InvalidArgumentError("cb must be callable")
     cfg = ordered_config(config, idle_heartbeat)
     stream_name = stream_of(js, stream, subject)
-    osub = OrderedSubscription(js, stream_name, subject, cfg, cb, (pending_msgs_limit, pending_bytes_limit))
-    osub._start()
-    if cb is not None:
-        osub._thread = threading.Thread(target=osub._run_callbacks, name="jsclient-ordered", daemon=True)
-        osub._thread.start()
-    return osub
+    return OrderedSubscription(js, stream_name, subject, cfg, cb, (pending_msgs_limit, pending_bytes_limit))

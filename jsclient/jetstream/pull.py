@@ -14,6 +14,10 @@ none is ever dropped: what arrives after a fetch returned waits in the queue
 for the next one.  A PullSubscription is meant for one consuming thread at a
 time; use one per thread (they may share a durable).
 
+A subscription's wildcard inbox, with its delivery port, message manager and
+the pull requests it sends, is a :class:`PullInbox`, which ``fetch`` and a
+:class:`MessageStream` share.
+
 A member of a priority group (ADR-42) names its group in every pull, with
 its thresholds or priority; under ``pinned_client`` it keeps the pin id the
 server gives with a message (``Nats-Pin-Id``) and sends it with every pull,
@@ -28,11 +32,12 @@ processes), so removing it when one of them leaves would break the others.
 from __future__ import annotations
 
 import contextlib
+import enum
 import itertools
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 from msgspec import UNSET
@@ -56,7 +61,8 @@ from .manager import CONSUME, FETCH, HANDLED, MESSAGE, MessageManager, Verdict
 from .status import Kind, status_error
 
 if TYPE_CHECKING:
-    from ..subscription import Subscription
+    from ..connection import Connection
+    from ..core.iface import DeliveryPort
     from .context import JetStream
 
 #: The header with which the server names the pinned client of a group (ADR-42).
@@ -68,21 +74,48 @@ EXPIRES_MARGIN = 0.1
 _PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartbeat")
 
 
-class _Interrupted(Error):
-    """Internal: wakes a blocked take (stop(), a reconnect, or the heartbeat alarm of call ``serial``)."""
+class Wake(enum.Enum):
+    """Why a taker was woken without a message."""
 
-    def __init__(self, reason: str, serial: int = 0) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    STOPPED = "stopped"  # MessageStream.stop()
+    RECONNECTED = "reconnected"  # the outstanding requests died with the old connection
+    HEARTBEAT = "heartbeat"  # fetch: the heartbeat alarm of one call (its serial)
+    SILENT = "silent"  # messages(): nothing arrived for the alarm time
+
+
+class Ended(enum.Enum):
+    """How taking the messages of one fetch's pull request ended."""
+
+    FULL = "full"  # the batch is full
+    DONE = "done"  # the request ended, nothing wrong (no messages, expired, ...)
+    TIMEOUT = "timeout"  # the caller's time is up
+    RECONNECTED = "reconnected"  # the request died with the old connection; the caller decides
+    WRONG_PIN = "wrong pin"  # refused for a stale pin id (423), now forgotten: ask again
+    ERROR = "error"  # an error ended it after messages came; the next fetch raises it
+
+
+class _Interrupted(Error):
+    """Internal: wakes a blocked take; ``serial`` names the fetch a heartbeat alarm is for."""
+
+    def __init__(self, wake: Wake, serial: int = 0) -> None:
+        super().__init__(wake.value)
+        self.wake = wake
         self.serial = serial
 
 
+class Asked(NamedTuple):
+    """What one pull request of a :class:`MessageStream` asked for."""
+
+    msgs: int
+    bytes: int
+
+
 def _check_pull(
-    batch: int, window: tuple[str, float], max_bytes: int | None, heartbeat: float | None
+    batch: int, name: str, limit: float, max_bytes: int | None, heartbeat: float | None
 ) -> tuple[float, float | None]:
-    """Check a pull's options; ``window`` is the timeout or expires it waits (name, seconds)."""
+    """Check a pull's options; ``limit`` is the timeout or expires (``name``) it waits."""
     whole("batch", batch)
-    name, limit = window[0], seconds(window[0], window[1])
+    limit = seconds(name, limit)
     if max_bytes is not None:
         whole("max_bytes", max_bytes)
     if heartbeat is not None:
@@ -92,37 +125,32 @@ def _check_pull(
     return limit, heartbeat
 
 
-class PullSubscription(Bound):
-    """Fetch batches, or iterate with :meth:`messages`, from a pull consumer."""
+class PullInbox:
+    """A pull subscription's wildcard inbox (``<inbox>.*``): its delivery port and message manager, and the
+    pull requests it sends, a fresh token each, with the group membership they carry (ADR-42).
 
-    def __init__(
-        self, js: JetStream, stream: str, consumer: str, subject: str | None, *, created: bool,
-        group: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(js, stream, subject, consumer)
-        self._delete_on_close = created
+    Shared by :meth:`PullSubscription.fetch` and a :class:`MessageStream`, on
+    one taking thread at a time; the reconnect thread only runs :meth:`on_reconnect`.
+    """
+
+    def __init__(self, conn: Connection, next_subject: str, group: dict[str, Any] | None) -> None:
+        self.conn = conn
+        self.next_subject = next_subject
         #: Priority-group fields sent with every pull (group, min_pending, min_ack_pending, priority), or None.
-        self._group = group
-        #: The pin id the server gave this subscription (pinned_client groups), sent while it holds.
+        self.group = group
+        #: The pin id the server gave (pinned_client groups), sent while it holds.
         self.pin_id: str | None = None
-        self._inbox = self._conn.new_inbox()
+        self.prefix = conn.new_inbox()
         self._tokens = itertools.count(1)
-        self._serials = itertools.count(1)
-        self._next_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
-        self._mm = MessageManager(self._conn.core)
-        self._sub: Subscription = self._conn.subscribe(
-            self._inbox + ".*", pending_msgs_limit=1 << 24, pending_bytes_limit=1 << 40
+        self.mm = MessageManager(conn.core)
+        self.port: DeliveryPort = conn.subscribe(
+            self.prefix + ".*", pending_msgs_limit=1 << 24, pending_bytes_limit=1 << 40
         )
-        self._deferred: Error | None = None
-        self._reconnected = False
-        self._hook_key = self._conn.core.add_reconnect_hook(self._on_reconnect)
+        #: Set by the reconnect thread, cleared by the taker: the outstanding requests are gone.
+        self.reconnected = False
 
-    def __repr__(self) -> str:
-        return f"<PullSubscription stream={self.stream!r} consumer={self.consumer!r}>"
-
-    # -- requests ---------------------------------------------------------------
-    def _pull(self, batch: int, *, expires: float | None, no_wait: bool, max_bytes: int | None,
-              heartbeat: float | None) -> str:
+    def pull(self, batch: int, *, expires: float | None, no_wait: bool, max_bytes: int | None,
+             heartbeat: float | None) -> str:
         """Send one pull request; returns its token."""
         token = str(next(self._tokens))
         body: dict[str, Any] = {"batch": batch}
@@ -134,36 +162,81 @@ class PullSubscription(Bound):
             body["max_bytes"] = max_bytes
         if heartbeat is not None:
             body["idle_heartbeat"] = int(heartbeat * 1e9)
-        if self._group is not None:
-            body.update(self._group)
+        if self.group is not None:
+            body.update(self.group)
             if self.pin_id is not None:
                 body["id"] = self.pin_id
-        self._conn.core.publish_message(
-            self._next_subject, msgspec.json.encode(body), reply=f"{self._inbox}.{token}", send_now=True
+        self.conn.core.publish_message(
+            self.next_subject, msgspec.json.encode(body), reply=f"{self.prefix}.{token}", send_now=True
         )
         return token
 
-    def _note_pin(self, msg: Msg) -> None:
+    def note_pin(self, msg: Msg) -> None:
         """A message for a group member: the server names the pinned client with it (ADR-42)."""
         if msg.header is not None and b"Nats-Pin-Id" in msg.header:
             pin = msg.headers.get(PIN_HEADER)
             if pin:
                 self.pin_id = pin
 
-    def _ended(self) -> bool:
+    def refused_pin(self) -> bool:
         """The request the last status ended was refused for a stale pin id (423): forget it, ask again."""
-        if self._mm.status.kind is Kind.WRONG_PIN:
+        if self.mm.status.kind is Kind.WRONG_PIN:
             self.pin_id = None
             return True
         return False
 
-    def _token_of(self, msg: Msg) -> str:
-        return msg.subject[len(self._inbox) + 1 :] if msg.subject.startswith(self._inbox) else ""
+    def token_of(self, msg: Msg) -> str:
+        return msg.subject[len(self.prefix) + 1 :] if msg.subject.startswith(self.prefix) else ""
 
-    def _on_reconnect(self) -> None:
+    def on_reconnect(self) -> None:
         """Reconnect thread: outstanding pull requests died with the old connection."""
-        self._reconnected = True
-        self._sub._interrupt(_Interrupted("reconnected"))
+        self.reconnected = True
+        self.port.interrupt(_Interrupted(Wake.RECONNECTED))
+
+    def take_ready(self, batch: int) -> list[Msg]:
+        """Messages already queued (late arrivals of an earlier fetch); stale statuses skipped."""
+        out: list[Msg] = []
+        port = self.port
+        mm = self.mm
+        while len(out) < batch and port.pending_msgs:
+            try:
+                msg = port.take(0)
+            except (TimeoutError, _Interrupted):
+                break
+            if mm.judge(msg, FETCH) is MESSAGE:
+                if self.group is not None:
+                    self.note_pin(msg)
+                out.append(msg)
+            elif mm.status.kind is Kind.WRONG_PIN:
+                self.pin_id = None
+        return out
+
+
+class PullSubscription(Bound):
+    """Fetch batches, or iterate with :meth:`messages`, from a pull consumer."""
+
+    def __init__(
+        self, js: JetStream, stream: str, consumer: str, subject: str | None, *, created: bool,
+        group: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(js, stream, subject, consumer)
+        self._delete_on_close = created
+        self._serials = itertools.count(1)
+        self._inbox = PullInbox(self._conn, f"{js.prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}", group)
+        self._deferred: Error | None = None
+        self._hook_key = self._conn.core.add_reconnect_hook(self._inbox.on_reconnect)
+
+    def __repr__(self) -> str:
+        return f"<PullSubscription stream={self.stream!r} consumer={self.consumer!r}>"
+
+    @property
+    def pin_id(self) -> str | None:
+        """The pin id the server gave this subscription (pinned_client groups), sent while it holds."""
+        return self._inbox.pin_id
+
+    def take_ready(self, batch: int) -> list[Msg]:
+        """Internal (not part of the public API): up to ``batch`` messages that already arrived, at once."""
+        return self._inbox.take_ready(batch)
 
     # -- fetch ------------------------------------------------------------------
     def fetch(
@@ -179,11 +252,12 @@ class PullSubscription(Bound):
 
         ``no_wait``: only what the consumer has now, without waiting for more.
         """
-        timeout, heartbeat = _check_pull(batch, ("timeout", timeout), max_bytes, heartbeat)
-        if self._sub.is_closed:
+        timeout, heartbeat = _check_pull(batch, "timeout", timeout, max_bytes, heartbeat)
+        inbox = self._inbox
+        if inbox.port.is_closed:
             raise SubscriptionClosedError(f"pull subscription on consumer {self.consumer!r} is closed")
         deadline = time.monotonic() + timeout
-        out = self._take_ready(batch)
+        out = inbox.take_ready(batch)
         if self._deferred is not None and not out:
             error, self._deferred = self._deferred, None
             raise error
@@ -191,27 +265,29 @@ class PullSubscription(Bound):
             return out
         serial = next(self._serials)
         if heartbeat is not None:
-            sub = self._sub
-            self._mm.watch(sub, heartbeat, 2 * heartbeat, lambda: sub._interrupt(_Interrupted("heartbeat", serial)))
+            port = inbox.port
+            inbox.mm.watch(
+                port, heartbeat, 2 * heartbeat, lambda: port.interrupt(_Interrupted(Wake.HEARTBEAT, serial))
+            )
         try:
             # No-wait first: what is available now, without waiting.
-            token = self._pull(batch - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
+            token = inbox.pull(batch - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
             # A no-wait answer comes at once; a silent server counts as missed heartbeats here too.
             ended = self._collect(out, batch, token, deadline, serial)
-            if out or ended == "error" or no_wait:
+            if out or ended is Ended.ERROR or no_wait:
                 return self._finish(out)
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= EXPIRES_MARGIN:
                     return out
-                token = self._pull(
+                token = inbox.pull(
                     batch - len(out), expires=remaining - EXPIRES_MARGIN, no_wait=False, max_bytes=max_bytes,
                     heartbeat=heartbeat,
                 )
-                if self._collect(out, batch, token, deadline, serial) != "wrong pin" or out:
+                if self._collect(out, batch, token, deadline, serial) is not Ended.WRONG_PIN or out:
                     return self._finish(out)
         finally:
-            self._mm.unwatch()
+            inbox.mm.unwatch()
 
     def _finish(self, out: list[Msg]) -> list[Msg]:
         if not out and self._deferred is not None:
@@ -219,68 +295,51 @@ class PullSubscription(Bound):
             raise error
         return out
 
-    def _take_ready(self, batch: int) -> list[Msg]:
-        """Messages already queued (late arrivals of an earlier fetch); stale statuses skipped."""
-        out: list[Msg] = []
-        sub = self._sub
-        mm = self._mm
-        while len(out) < batch and sub.pending_msgs:
-            try:
-                msg = sub._take(0)
-            except (TimeoutError, _Interrupted):
-                break
-            if mm.judge(msg, FETCH) is MESSAGE:
-                if self._group is not None:
-                    self._note_pin(msg)
-                out.append(msg)
-            elif mm.status.kind is Kind.WRONG_PIN:
-                self.pin_id = None
-        return out
-
-    def _collect(self, out: list[Msg], batch: int, token: str, deadline: float, serial: int) -> str:
+    def _collect(self, out: list[Msg], batch: int, token: str, deadline: float, serial: int) -> Ended:
         """Take messages for the request ``token`` until it ends (:data:`~.manager.FETCH`); how it ended."""
-        sub = self._sub
-        mm = self._mm
+        inbox = self._inbox
+        port = inbox.port
+        mm = inbox.mm
         while len(out) < batch:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return "timeout"
+                return Ended.TIMEOUT
             try:
-                msg = sub._take(remaining)
+                msg = port.take(remaining)
             except TimeoutError:
                 continue
             except _Interrupted as exc:
-                if exc.reason == "heartbeat" and exc.serial == serial:
+                if exc.wake is Wake.HEARTBEAT and exc.serial == serial:
                     missed = HeartbeatsMissedError(
                         f"no heartbeat or message for {mm.alarm:g} s on pull consumer {self.consumer!r}"
                     )
                     return self._ended_by(missed, out)
-                if self._reconnected:
-                    self._reconnected = False
-                    return "reconnected"  # the request is gone; the caller decides
+                if inbox.reconnected:
+                    inbox.reconnected = False
+                    return Ended.RECONNECTED
                 continue
             verdict = mm.judge(msg, FETCH)
             if verdict is MESSAGE:
-                if self._group is not None:
-                    self._note_pin(msg)
+                if inbox.group is not None:
+                    inbox.note_pin(msg)
                 out.append(msg)
             elif verdict is HANDLED:
                 continue  # a heartbeat
-            elif verdict is Verdict.END and self._ended() and self._token_of(msg) == token:
-                return "wrong pin"
-            elif self._token_of(msg) != token:
+            elif verdict is Verdict.END and inbox.refused_pin() and inbox.token_of(msg) == token:
+                return Ended.WRONG_PIN
+            elif inbox.token_of(msg) != token:
                 continue  # the end of an older request
             elif verdict is Verdict.END:
-                return "done"
+                return Ended.DONE
             else:
                 return self._ended_by(status_error(mm.status), out)
-        return "full"
+        return Ended.FULL
 
-    def _ended_by(self, error: Error, out: list[Msg]) -> str:
+    def _ended_by(self, error: Error, out: list[Msg]) -> Ended:
         """An error ends the fetch: raised now when nothing came, else by the next fetch (nothing is lost)."""
         if out:
             self._deferred = error
-            return "error"
+            return Ended.ERROR
         raise error
 
     # -- continuous consumption -----------------------------------------------------
@@ -303,7 +362,7 @@ class PullSubscription(Bound):
         a passing trouble (no responders: the consumer may be gone) ends the
         iteration with its error instead of being reported and asked again.
         """
-        expires, heartbeat = _check_pull(batch, ("expires", expires), max_bytes, heartbeat)
+        expires, heartbeat = _check_pull(batch, "expires", expires, max_bytes, heartbeat)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise InvalidArgumentError(f"threshold must be in (0, 1], not {threshold!r}")
         if buffer_bytes is not None:
@@ -311,18 +370,19 @@ class PullSubscription(Bound):
             if max_bytes is not None:
                 raise InvalidArgumentError("buffer_bytes and max_bytes are mutually exclusive")
         return MessageStream(
-            self, batch, expires, max_bytes, heartbeat, float(threshold), buffer_bytes, warnings_end=warnings_end
+            self._inbox, self.consumer, batch, expires, max_bytes, heartbeat, float(threshold), buffer_bytes,
+            warnings_end=warnings_end,
         )
 
     # -- ending ----------------------------------------------------------------------
     @property
     def is_closed(self) -> bool:
-        return self._sub.is_closed
+        return self._inbox.port.is_closed
 
     def unsubscribe(self) -> None:
         """Stop, and delete the consumer if this subscription created it."""
         self._conn.core.remove_reconnect_hook(self._hook_key)
-        self._sub.unsubscribe()
+        self._inbox.port.unsubscribe()
         if self._delete_on_close:
             self._delete_on_close = False
             with contextlib.suppress(ConsumerNotFoundError):
@@ -344,7 +404,8 @@ class MessageStream:
 
     def __init__(
         self,
-        psub: PullSubscription,
+        inbox: PullInbox,
+        consumer: str,
         batch: int,
         expires: float,
         max_bytes: int | None,
@@ -354,7 +415,8 @@ class MessageStream:
         *,
         warnings_end: bool = False,
     ) -> None:
-        self._psub = psub
+        self._inbox = inbox
+        self._consumer = consumer
         self.batch = BYTES_BATCH if buffer_bytes is not None else batch
         self.expires = expires
         self.max_bytes = max_bytes
@@ -365,7 +427,7 @@ class MessageStream:
         self._pending = 0  # messages requested and neither delivered nor expired
         self._pending_bytes = 0  # with buffer_bytes: bytes requested and neither delivered nor expired
         self._stopped = threading.Event()
-        self._tokens: dict[str, tuple[int, int]] = {}  # outstanding request -> messages and bytes it asked for
+        self._tokens: dict[str, Asked] = {}  # outstanding request -> what it asked for
         self._watching = False  # this stream's iteration has the subscription's heartbeat watch
         self.warnings_end = warnings_end
 
@@ -374,8 +436,8 @@ class MessageStream:
         self._stopped.set()
         if self._watching:
             self._watching = False
-            self._psub._mm.unwatch()
-        self._psub._sub._interrupt(_Interrupted("stopped"))
+            self._inbox.mm.unwatch()
+        self._inbox.port.interrupt(_Interrupted(Wake.STOPPED))
 
     def __enter__(self) -> MessageStream:
         return self
@@ -398,10 +460,10 @@ class MessageStream:
                 return
         if want <= 0:
             return
-        token = self._psub._pull(
+        token = self._inbox.pull(
             want, expires=self.expires, no_wait=False, max_bytes=want_bytes, heartbeat=self.heartbeat
         )
-        self._tokens[token] = (want, want_bytes or 0)
+        self._tokens[token] = Asked(want, want_bytes or 0)
         self._pending += want
         if self.buffer_bytes is not None:
             self._pending_bytes += want_bytes or 0
@@ -418,20 +480,20 @@ class MessageStream:
         """Watchdog thread: nothing arrived for the alarm time."""
         if self._stopped.is_set():
             return
-        psub = self._psub
+        inbox = self._inbox
         if self.heartbeat:
-            psub._conn.core.report_error(
-                HeartbeatsMissedError(f"pull consumer {psub.consumer!r}: heartbeats missed; pulling again")
+            inbox.conn.core.report_error(
+                HeartbeatsMissedError(f"pull consumer {self._consumer!r}: heartbeats missed; pulling again")
             )
-        psub._mm.rearm()
-        psub._sub._interrupt(_Interrupted("silent"))
+        inbox.mm.rearm()
+        inbox.port.interrupt(_Interrupted(Wake.SILENT))
 
     def __iter__(self) -> Iterator[Msg]:
-        psub = self._psub
-        sub = psub._sub
-        mm = psub._mm
+        inbox = self._inbox
+        port = inbox.port
+        mm = inbox.mm
         silence = 2 * self.heartbeat if self.heartbeat else self.expires + 1.0
-        mm.watch(sub, silence / 2, silence, self._silent)
+        mm.watch(port, silence / 2, silence, self._silent)
         self._watching = True
         try:
             while not self._stopped.is_set():
@@ -441,10 +503,10 @@ class MessageStream:
                     except ConnectionClosedError:
                         return
                 try:
-                    msg = sub._take(None)
+                    msg = port.take(None)
                 except _Interrupted as exc:
-                    if exc.reason == "silent" or psub._reconnected:
-                        psub._reconnected = False
+                    if exc.wake is Wake.SILENT or inbox.reconnected:
+                        inbox.reconnected = False
                         self._forget_requests()  # lost requests (or a silent server): ask again
                     continue
                 except (SubscriptionClosedError, ConnectionClosedError):
@@ -455,26 +517,26 @@ class MessageStream:
                         self._pending = max(0, self._pending - 1)
                     else:
                         self._less(1, message_size(msg))
-                    if psub._group is not None:
-                        psub._note_pin(msg)
+                    if inbox.group is not None:
+                        inbox.note_pin(msg)
                     yield msg
                     continue
                 if verdict is HANDLED:
                     continue
-                wrong_pin = verdict is Verdict.END and psub._ended()
-                asked = self._tokens.pop(psub._token_of(msg), None)
+                wrong_pin = verdict is Verdict.END and inbox.refused_pin()
+                asked = self._tokens.pop(inbox.token_of(msg), None)
                 if asked is None:
                     continue  # a status for a request already forgotten
                 status = mm.status
                 if verdict is Verdict.END:
-                    left = asked[0] if wrong_pin or status.pending_msgs is None else status.pending_msgs
-                    size = asked[1] if wrong_pin or status.pending_bytes is None else status.pending_bytes
+                    left = asked.msgs if wrong_pin or status.pending_msgs is None else status.pending_msgs
+                    size = asked.bytes if wrong_pin or status.pending_bytes is None else status.pending_bytes
                     self._less(left, size)
                     continue
                 error = status_error(status)
                 if verdict is Verdict.WARNING and not self.warnings_end:
-                    self._less(*asked)
-                    psub._conn.core.report_error(error)
+                    self._less(asked.msgs, asked.bytes)
+                    inbox.conn.core.report_error(error)
                     self._stopped.wait(min(self.expires, 0.5))
                     continue
                 raise error

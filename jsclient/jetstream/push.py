@@ -41,7 +41,7 @@ from .manager import HANDLED, MESSAGE, PUSH, GapReporting, MessageManager
 from .status import status_error
 
 if TYPE_CHECKING:
-    from ..subscription import Subscription
+    from ..core.iface import DeliveryPort
     from .context import JetStream
 
 MsgHandler = Callable[[Msg], None]
@@ -63,7 +63,18 @@ class PushSubscription(Bound):
         *,
         manual_ack: bool,
         ack_none: bool,
+        found: ConsumerInfo | None,
+        config: ConsumerConfig,
+        name: str | None,
+        limits: tuple[int | None, int | None],
+        idle_heartbeat: float | None,
+        alarm: float | None,
     ) -> None:
+        """Bind to the consumer ``found``, or create one from ``config`` (named ``name``, if given).
+
+        Everything was checked by :func:`subscribe`; the heartbeat watch
+        starts when the consumer sends heartbeats (``idle_heartbeat`` with its ``alarm``).
+        """
         super().__init__(js, stream, subject)
         self.queue = queue
         self.deliver_subject = ""
@@ -71,11 +82,17 @@ class PushSubscription(Bound):
         self._manual_ack = manual_ack
         self._ack_none = ack_none
         self._delete_on_close = False
-        self._sub: Subscription | None = None
+        self._sub: DeliveryPort | None = None
         # A queue group's members each see part of the sequence: no gaps to track there.
         self._mm: MessageManager = (
             GapReporting(self._conn.core, lambda: self.consumer) if queue is None else MessageManager(self._conn.core)
         )
+        if found is not None:
+            self._bind(found, limits)
+        else:
+            self._create(config, name, limits)
+        if idle_heartbeat is not None and alarm is not None:
+            self._mm.watch(self._core(), idle_heartbeat, alarm, self._alarm)
 
     def __repr__(self) -> str:
         return f"<PushSubscription stream={self.stream!r} consumer={self.consumer!r} subject={self.subject!r}>"
@@ -99,7 +116,7 @@ class PushSubscription(Bound):
         return self._mm.stream_seq
 
     # -- taking thread ---------------------------------------------------------
-    def _core(self) -> Subscription:
+    def _core(self) -> DeliveryPort:
         sub = self._sub
         if sub is None:
             raise SubscriptionClosedError("subscription is not active")
@@ -114,11 +131,11 @@ class PushSubscription(Bound):
         mm = self._mm
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            msg = sub._take(remaining)
+            msg = sub.take(remaining)
             verdict = mm.judge(msg, PUSH)
             if verdict is MESSAGE:
                 if self._ack_none:
-                    msg._ack_state = ACK_DISABLED
+                    msg.ack_state = ACK_DISABLED
                 return msg
             if verdict is not HANDLED:
                 raise status_error(mm.status)
@@ -136,7 +153,7 @@ class PushSubscription(Bound):
         cb = self._user_cb
         assert cb is not None
         if self._ack_none:
-            msg._ack_state = ACK_DISABLED
+            msg.ack_state = ACK_DISABLED
             cb(msg)
             return
         cb(msg)
@@ -155,7 +172,7 @@ class PushSubscription(Bound):
         )
         self._conn.core.report_error(error)
         if self._user_cb is None:
-            sub._interrupt(error)
+            sub.interrupt(error)
 
     # -- info and ending -------------------------------------------------------------
     @property
@@ -194,6 +211,59 @@ class PushSubscription(Bound):
             if raise_errors:
                 raise
             self._conn.core.report_error(exc)
+
+    # -- binding and creating (ADR-15) ------------------------------------------------
+    def _core_subscribe(self, deliver_subject: str, limits: tuple[int | None, int | None]) -> None:
+        sub = self._conn.subscribe(
+            deliver_subject,
+            queue=self.queue,
+            cb=self._dispatch if self._user_cb is not None else None,
+            pending_msgs_limit=limits[0],
+            pending_bytes_limit=limits[1],
+        )
+        if self.queue is None:  # a queue group has neither heartbeats nor an order of its own
+            sub.arrival_hook = self._mm.arrive
+        self._sub = sub
+        self.deliver_subject = deliver_subject
+
+    def _bind(self, info: ConsumerInfo, limits: tuple[int | None, int | None]) -> None:
+        deliver = info.config.deliver_subject
+        assert isinstance(deliver, str)
+        self._core_subscribe(deliver, limits)
+        self.consumer = info.name
+
+    def _create(self, user: ConsumerConfig, name: str | None, limits: tuple[int | None, int | None]) -> None:
+        """ADR-15 order: subscribe on the deliver subject first, then create the consumer."""
+        js = self._js
+        deliver = str(user.deliver_subject) if is_set(user.deliver_subject) else self._conn.new_inbox()
+        fields: dict[str, Any] = {"deliver_subject": deliver}
+        if self.queue:
+            fields["deliver_group"] = self.queue
+        cfg = creation_config(user, self.subject, name, **fields)
+        self._core_subscribe(deliver, limits)
+        try:
+            info = js.add_consumer(self.stream, cfg, action="create" if name else "")
+        except (ConsumerAlreadyExistsError, ConsumerNameInUseError):
+            # Lost a race with another creator: bind to theirs, with the same checks.
+            self._unsubscribe_quietly()
+            assert name is not None
+            info = js.consumer_info(self.stream, name)
+            check_bound_consumer(info, self.subject, self.queue, user, pull=False)
+            self._bind(info, limits)
+            return
+        except BaseException:
+            self._unsubscribe_quietly()  # no leaked NATS subscription
+            raise
+        self.consumer = info.name
+        # DESIGN: a queue group's consumer stays (other members may still use it).
+        self._delete_on_close = self.queue is None
+
+    def _unsubscribe_quietly(self) -> None:
+        sub = self._sub
+        self._sub = None
+        if sub is not None:
+            with contextlib.suppress(Error):
+                sub.unsubscribe()
 
 
 # -- the subscribe workflow ----------------------------------------------------------
@@ -280,73 +350,9 @@ def subscribe(
     if info is not None:
         check_bound_consumer(info, subject, queue, user, pull=False)
         ack_policy = str(info.config.ack_policy)
-    psub = PushSubscription(
-        js, stream_name, subject, queue, cb, manual_ack=manual_ack, ack_none=ack_policy == AckPolicy.NONE.value
+    return PushSubscription(
+        js, stream_name, subject, queue, cb, manual_ack=manual_ack, ack_none=ack_policy == AckPolicy.NONE.value,
+        found=info, config=user, name=name, limits=(pending_msgs_limit, pending_bytes_limit),
+        idle_heartbeat=hb, alarm=alarm,
     )
-    limits = (pending_msgs_limit, pending_bytes_limit)
-    if info is not None:
-        _bind(psub, info, limits)
-    else:
-        _create(psub, user, name, limits)
-    if hb is not None and alarm is not None:
-        psub._mm.watch(psub._core(), hb, alarm, psub._alarm)
-    return psub
 
-
-def _core_subscribe(psub: PushSubscription, deliver_subject: str, limits: tuple[int | None, int | None]) -> None:
-    conn = psub._conn
-    sub = conn.subscribe(
-        deliver_subject,
-        queue=psub.queue,
-        cb=psub._dispatch if psub._user_cb is not None else None,
-        pending_msgs_limit=limits[0],
-        pending_bytes_limit=limits[1],
-    )
-    if psub.queue is None:  # a queue group has neither heartbeats nor an order of its own
-        sub._hook = psub._mm.arrive
-    psub._sub = sub
-    psub.deliver_subject = deliver_subject
-
-
-def _bind(psub: PushSubscription, info: ConsumerInfo, limits: tuple[int | None, int | None]) -> None:
-    deliver = info.config.deliver_subject
-    assert isinstance(deliver, str)
-    _core_subscribe(psub, deliver, limits)
-    psub.consumer = info.name
-
-
-def _create(
-    psub: PushSubscription, user: ConsumerConfig, name: str | None, limits: tuple[int | None, int | None]
-) -> None:
-    """ADR-15 order: subscribe on the deliver subject first, then create the consumer."""
-    js = psub._js
-    deliver = str(user.deliver_subject) if is_set(user.deliver_subject) else psub._conn.new_inbox()
-    fields: dict[str, Any] = {"deliver_subject": deliver}
-    if psub.queue:
-        fields["deliver_group"] = psub.queue
-    cfg = creation_config(user, psub.subject, name, **fields)
-    _core_subscribe(psub, deliver, limits)
-    try:
-        info = js.add_consumer(psub.stream, cfg, action="create" if name else "")
-    except (ConsumerAlreadyExistsError, ConsumerNameInUseError):
-        # Lost a race with another creator: bind to theirs, with the same checks.
-        _unsubscribe_quietly(psub)
-        assert name is not None
-        info = js.consumer_info(psub.stream, name)
-        check_bound_consumer(info, psub.subject, psub.queue, user, pull=False)
-        _bind(psub, info, limits)
-        return
-    except BaseException:
-        _unsubscribe_quietly(psub)  # no leaked NATS subscription
-        raise
-    psub.consumer = info.name
-    # DESIGN: a queue group's consumer stays (other members may still use it).
-    psub._delete_on_close = psub.queue is None
-
-
-def _unsubscribe_quietly(psub: PushSubscription) -> None:
-    sub = psub._sub
-    psub._sub = None
-    if sub is not None:
-        with contextlib.suppress(Error):
-            sub.unsubscribe()

@@ -37,7 +37,8 @@ def _int(name: str, value: str, minimum: int = 0) -> int:
     return number
 
 
-def _time(name: str, value: str) -> dt.datetime:
+def option_time(name: str, value: str) -> dt.datetime:
+    """The ISO 8601 time an option names (UTC when it names no zone)."""
     try:
         parsed = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     except ValueError:
@@ -133,7 +134,7 @@ class SparkOptions:
         if name == "max_messages_per_trigger":
             return _int(key, value, 1)
         if name in ("starting_time", "ending_time"):
-            return _time(key, value)
+            return option_time(key, value)
         if name == "fail_on_data_loss":
             return _bool(key, value)
         if name == "ack_timeout":

@@ -65,6 +65,7 @@ from .options import SparkOptions
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..core.iface import DeliveryPort
     from ..jetstream.context import JetStream
     from ..message import Msg
 
@@ -379,7 +380,9 @@ class _MsgIdTask:
         self.window = window
         self.timeout = timeout
         self.inbox = self.conn.new_inbox()
-        self.sub = self.conn.subscribe(self.inbox + ".*", pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 30)
+        self.sub: DeliveryPort = self.conn.subscribe(
+            self.inbox + ".*", pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 30
+        )
         self.sent = 0
         self.acked = 0
         self.published = 0
@@ -418,7 +421,7 @@ class _MsgIdTask:
     def _settle(self, upto: int) -> None:
         """Take acks until ``upto`` have come; raise on the first error."""
         self.conn.core.send_pending()
-        take = self.sub._take
+        take = self.sub.take
         while self.acked < upto:
             try:
                 msg = take(self.timeout)

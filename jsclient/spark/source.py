@@ -68,7 +68,7 @@ from ..jetstream.direct import count_matching, no_direct
 from . import sink
 from .arrow import SCHEMA, deliveries_to_batch, replies_to_batch, subject_filter_regex
 from .connections import bulk_reader, connection
-from .options import SparkOptions, _time
+from .options import SparkOptions, option_time
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -349,7 +349,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif spec.isdigit():
             seq = max(int(spec), 1)
         else:
-            resolved = _resolve_time(js, stream, _time("startingOffsets", opts.starting_offsets))
+            resolved = _resolve_time(js, stream, option_time("startingOffsets", opts.starting_offsets))
             seq = resolved if resolved is not None else state.last_seq + 1
         return {"seq": seq, "created": _created(info)}
 
