@@ -12,6 +12,7 @@ Used from one thread at a time (a test or the demo); it has no lock.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -64,10 +65,43 @@ def binary_version(binary: str) -> ServerVersion:
         raise ServerNotFoundError(f"{binary!r} --version printed no release ({out.strip()!r})") from None
 
 
+def _ephemeral_ports() -> range:
+    """The range the kernel picks outgoing connections' local ports from."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+#: Ports this process has handed out, never handed out twice.
+_handed_out: set[int] = set()
+_pick = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port below the ephemeral range.
+
+    A port the kernel picked (``bind(0)``) comes from the ephemeral range, so
+    once released it can go to any outgoing connection in the meantime: a
+    monitor port taken before the server binds it, or a reconnecting client
+    connected to itself on a stopped server's port.  Ports below that range
+    are never given out by the kernel, so only another test process picking
+    the same one at random can collide.
+    """
+    ephemeral = _ephemeral_ports()
+    candidates = range(10000, ephemeral.start) if ephemeral.start > 12000 else None
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", _pick.choice(candidates) if candidates else 0))
+            except OSError:
+                continue
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise Error("no free loopback port below the ephemeral range after 200 tries")
 
 
 def wait_stopped(pid: int, timeout: float = 5.0) -> None:
