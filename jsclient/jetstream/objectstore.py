@@ -11,33 +11,32 @@ Runs on the caller's thread.  An :class:`ObjectStore` holds no mutable state
 and may be shared; an :class:`ObjectReader` or :class:`ObjectWatcher` belongs
 to the thread that reads it.  Memory stays bounded: a put keeps at most
 ``PUT_WINDOW`` chunks unacknowledged, a get asks for ``GET_BATCH_BYTES`` at a
-time (one batched direct get; from a server before 2.11, which has none, one
-direct get per chunk, as :class:`~.direct.DirectBatch` does by itself).
+time (see :mod:`.objectreader`).
+
+This module holds the bucket: :class:`ObjectStore` (put, get, delete, links,
+watch), its stream's config and status.  Objects' descriptions are in
+:mod:`.objectinfo`, the reading of their bytes in :mod:`.objectreader`; both are
+re-exported here.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import datetime as dt
 import hashlib
-import io
 import os
 import secrets
 from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-import msgspec
 from msgspec import UNSET
 
 from ..checks import seconds, whole
 from ..errors import (
-    DigestMismatchError,
     DirectGetDisabledError,
     InvalidArgumentError,
     MessageNotFoundError,
@@ -49,117 +48,57 @@ from ..errors import (
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
 from .kv import check_bucket
+from .objectinfo import (
+    DEFAULT_CHUNK_SIZE,
+    DIGEST_PREFIX,
+    HeadersArg,
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    check_headers,
+    check_metadata,
+    check_name,
+    digest_bytes,
+    digest_of,
+    encode_name,
+)
+from .objectreader import GET_BATCH_BYTES, ObjectReader
 from .watch import Watch
 
 if TYPE_CHECKING:
     from .context import JetStream
     from .ordered import OrderedSubscription
 
-DEFAULT_CHUNK_SIZE = 128 * 1024
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DIGEST_PREFIX",
+    "GET_BATCH_BYTES",
+    "PUT_WINDOW",
+    "ROLLUP",
+    "Data",
+    "HeadersArg",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectMeta",
+    "ObjectReader",
+    "ObjectStore",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
+    "bucket_status",
+    "check_name",
+    "digest_bytes",
+    "digest_of",
+    "encode_name",
+    "open_store",
+    "store_config",
+]
+
 #: Chunks a put leaves unacknowledged at most (their bytes are the put's memory): 8 MiB of default
 #: chunks.  16 put 64 MiB at 590 MiB/s on loopback, 64 at 660, 128 at 720.
 PUT_WINDOW = 64
-#: Bytes a get asks the server for at once (one direct-get batch).
-GET_BATCH_BYTES = 4 * 1024 * 1024
-DIGEST_PREFIX = "SHA-256="
 ROLLUP = {"Nats-Rollup": "sub"}
 
 Data = bytes | bytearray | memoryview | IO[bytes] | os.PathLike[str]
-#: Object headers: a name to one value or several.
-HeadersArg = Mapping[str, str | list[str]]
-
-
-@dataclass(frozen=True)
-class ObjectLink:
-    """A link's target: an object of another (or the same) bucket, or a whole bucket when ``name`` is None."""
-
-    bucket: str
-    name: str | None = None
-
-
-@dataclass(frozen=True)
-class ObjectMeta:
-    """What a put may say of an object besides its bytes (ADR-20's ObjectMeta)."""
-
-    description: str | None = None
-    headers: HeadersArg | None = None
-    metadata: Mapping[str, str] | None = None
-    chunk_size: int | None = None
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    """What the store says of an object (ADR-20's ObjectInfo); ``mtime`` is the server's time of the description."""
-
-    name: str
-    bucket: str
-    nuid: str
-    size: int = 0
-    chunks: int = 0
-    digest: str = ""
-    deleted: bool = False
-    mtime: dt.datetime | None = field(default=None, compare=False)
-    description: str | None = None
-    headers: dict[str, list[str]] = field(default_factory=dict)
-    metadata: dict[str, str] = field(default_factory=dict)
-    link: ObjectLink | None = None
-    max_chunk_size: int | None = None
-    #: Fields another client stored that this one does not know: written back unchanged.
-    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def is_link(self) -> bool:
-        return self.link is not None
-
-    def to_json(self) -> bytes:
-        """The stored form: ADR-20's JSON, without mtime (never stored)."""
-        out: dict[str, Any] = dict(self.extra)
-        out.update(name=self.name, bucket=self.bucket, nuid=self.nuid, size=self.size, chunks=self.chunks)
-        if self.digest:
-            out["digest"] = self.digest
-        if self.deleted:
-            out["deleted"] = True
-        if self.description is not None:
-            out["description"] = self.description
-        if self.headers:
-            out["headers"] = self.headers
-        if self.metadata:
-            out["metadata"] = self.metadata
-        options: dict[str, Any] = {}
-        if self.link is not None:
-            options["link"] = {"bucket": self.link.bucket, **({"name": self.link.name} if self.link.name else {})}
-        if self.max_chunk_size:
-            options["max_chunk_size"] = self.max_chunk_size
-        if options:
-            out["options"] = options
-        return msgspec.json.encode(out)
-
-    @classmethod
-    def from_json(cls, data: bytes, mtime: dt.datetime | None) -> ObjectInfo:
-        raw = msgspec.json.decode(data)
-        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            raise InvalidArgumentError(f"not an object description: {bytes(data[:80])!r}")
-        known = {"name", "bucket", "nuid", "size", "chunks", "digest", "deleted", "description", "headers",
-                 "metadata", "options", "mtime"}
-        options = raw.get("options") or {}
-        link = options.get("link") if isinstance(options, dict) else None
-        headers = raw.get("headers") or {}
-        return cls(
-            name=raw["name"],
-            bucket=str(raw.get("bucket") or ""),
-            nuid=str(raw.get("nuid") or ""),
-            size=int(raw.get("size") or 0),
-            chunks=int(raw.get("chunks") or 0),
-            digest=str(raw.get("digest") or ""),
-            deleted=bool(raw.get("deleted")),
-            mtime=mtime,
-            description=raw.get("description") or None,
-            headers={k: v if isinstance(v, list) else [str(v)] for k, v in headers.items()},
-            metadata=dict(raw.get("metadata") or {}),
-            link=ObjectLink(link["bucket"], link.get("name") or None) if isinstance(link, dict) and link else None,
-            max_chunk_size=(options.get("max_chunk_size") or None) if isinstance(options, dict) else None,
-            extra={k: v for k, v in raw.items() if k not in known},
-        )
 
 
 class ObjectStoreStatus(NamedTuple):
@@ -180,53 +119,6 @@ def _now() -> dt.datetime:
     """ADR-20: what a put returns carries the current time as its mtime (the stored one has none)."""
     return dt.datetime.now(dt.UTC)
 
-
-def check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"object name must be a non-empty str, not {name!r}")
-    return name
-
-
-def encode_name(name: str) -> str:
-    """The name as its meta subject's last token (URL-safe base64, padded, as the other clients do)."""
-    return base64.urlsafe_b64encode(name.encode()).decode()
-
-
-def digest_of(sha: Any) -> str:
-    return DIGEST_PREFIX + base64.urlsafe_b64encode(sha.digest()).decode()
-
-
-def digest_bytes(digest: str) -> bytes | None:
-    """The raw SHA-256 of a stored digest (URL-safe or standard base64, padded or not); None if unreadable."""
-    if not digest.upper().startswith(DIGEST_PREFIX):
-        return None
-    text = digest[len(DIGEST_PREFIX):].replace("-", "+").replace("_", "/")
-    try:
-        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _headers(value: HeadersArg | None) -> dict[str, list[str]]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidArgumentError(f"headers must be a dict, not {type(value).__name__}")
-    out = {}
-    for k, v in value.items():
-        values = [v] if isinstance(v, str) else v
-        if not (isinstance(k, str) and k and isinstance(values, list) and all(isinstance(x, str) for x in values)):
-            raise InvalidArgumentError(f"headers: {k!r} must map to a str or a list of str")
-        out[k] = list(values)
-    return out
-
-
-def _metadata(value: Mapping[str, str] | None) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise InvalidArgumentError(f"metadata must be a dict of str to str, not {value!r}")
-    return dict(value)
 
 
 class ObjectStore:
@@ -355,7 +247,7 @@ class ObjectStore:
         check_name(name)
         if description is not None and not isinstance(description, str):
             raise InvalidArgumentError(f"description must be a str, not {description!r}")
-        hdrs, tags = _headers(headers), _metadata(metadata)
+        hdrs, tags = check_headers(headers), check_metadata(metadata)
         size = DEFAULT_CHUNK_SIZE if chunk_size is None else whole("chunk_size", chunk_size, 1)
         wait = self._js.timeout if timeout is None else seconds("timeout", timeout)
         if isinstance(data, str):
@@ -445,9 +337,9 @@ class ObjectStore:
                 raise InvalidArgumentError(f"description must be a str, not {description!r}")
             changes["description"] = description
         if headers is not None:
-            changes["headers"] = _headers(headers)
+            changes["headers"] = check_headers(headers)
         if metadata is not None:
-            changes["metadata"] = _metadata(metadata)
+            changes["metadata"] = check_metadata(metadata)
         updated = replace(info, **changes)
         self._js.publish(self._meta_subject(updated.name), updated.to_json(), headers=ROLLUP)
         if updated.name != name:
@@ -534,103 +426,6 @@ def _read_full(source: IO[bytes], size: int) -> bytes:
     return b"".join(parts)
 
 
-class ObjectReader(io.RawIOBase):
-    """The object's bytes, fetched a batch of chunks at a time as they are read.
-
-    The last read checks the size and the SHA-256 digest: a mismatch raises
-    DigestMismatchError rather than end quietly; chunks that vanish while
-    reading (the object was replaced or deleted) raise ObjectNotFoundError.
-    """
-
-    def __init__(self, js: JetStream, stream: str, subject: str, info: ObjectInfo, timeout: float) -> None:
-        """Reads the chunks of ``info`` on ``subject`` (its nuid's) of the bucket's ``stream``."""
-        super().__init__()
-        self.info = info
-        self._js = js
-        self._stream = stream
-        self._timeout = timeout
-        self._subject = subject
-        self._sha = hashlib.sha256()
-        self._seq = 1  # the next stream sequence to ask from
-        self._chunks = 0
-        self._size = 0
-        self._pending: deque[bytes] = deque()
-        self._current = memoryview(b"")
-        self._done = info.chunks == 0 and self._verify()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self.closed:
-            raise ValueError("I/O operation on a closed object reader")
-        out = memoryview(buffer).cast("B")
-        while not self._current:
-            if self._pending:
-                self._current = memoryview(self._pending.popleft())
-            elif self._done:
-                return 0
-            else:
-                self._fetch()
-        n = min(len(out), len(self._current))
-        out[:n] = self._current[:n]
-        self._current = self._current[n:]
-        return n
-
-    def _fetch(self) -> None:
-        info = self.info
-        per = max(1, GET_BATCH_BYTES // max(1, info.max_chunk_size or DEFAULT_CHUNK_SIZE))
-        batch = min(per, info.chunks - self._chunks)
-        got = 0
-        try:
-            for stored in self._js.direct_get_batch(
-                self._stream, self._subject, batch=batch, seq=self._seq, timeout=self._timeout
-            ):
-                got += 1
-                self._take(stored.seq, stored.data)
-        except DirectGetDisabledError:
-            msg = self._js.get_msg(self._stream, seq=self._seq, next_by_subj=self._subject)
-            got = 1
-            self._take(msg.seq, msg.data)
-        except MessageNotFoundError:
-            got = 0
-        if not got:
-            raise ObjectNotFoundError(
-                f"object {info.name!r}: chunk {self._chunks + 1} of {info.chunks} is gone "
-                "(the object was replaced or deleted while being read)"
-            )
-        if self._chunks == info.chunks:
-            self._done = self._verify()
-
-    def _take(self, seq: int, data: bytes) -> None:
-        self._seq = seq + 1
-        self._chunks += 1
-        self._size += len(data)
-        self._sha.update(data)
-        self._pending.append(data)
-
-    def _verify(self) -> bool:
-        info = self.info
-        if self._size != info.size:
-            raise DigestMismatchError(
-                f"object {info.name!r}: read {self._size} bytes, its description says {info.size}"
-            )
-        expected = digest_bytes(info.digest)
-        if expected is None:
-            raise DigestMismatchError(f"object {info.name!r}: unreadable digest {info.digest!r}")
-        if self._sha.digest() != expected:
-            raise DigestMismatchError(
-                f"object {info.name!r}: SHA-256 of the bytes read is {digest_of(self._sha)}, "
-                f"its description says {info.digest}"
-            )
-        return True
-
-    def __iter__(self) -> Iterator[bytes]:
-        """Chunks as they come (not lines)."""
-        while chunk := self.read(DEFAULT_CHUNK_SIZE):
-            yield chunk
-
-
 class ObjectWatcher(Watch[ObjectInfo]):
     """``next(timeout)`` gives descriptions; ``None`` once marks the end of the current ones."""
 
@@ -664,7 +459,6 @@ class ObjectWatcher(Watch[ObjectInfo]):
             return info
 
 
-
 def store_config(
     bucket: str,
     *,
@@ -695,7 +489,7 @@ def store_config(
         "allow_direct": True,
         "description": description if description is not None else UNSET,
         "placement": placement if placement is not None else UNSET,
-        "metadata": _metadata(metadata) or UNSET,
+        "metadata": check_metadata(metadata) or UNSET,
     }
     if compression:
         fields["compression"] = "s2"
