@@ -294,6 +294,13 @@ class Subscription:
         check_timeout(timeout)
         conn.core.drain_subscription(self, timeout)
 
+    def stop_receiving(self, timeout: float | None = None) -> None:
+        """Internal (the delivery port): :meth:`drain` without waiting for the queue to be taken."""
+        conn = self._conn
+        timeout = conn.options.drain_timeout if timeout is None else timeout
+        check_timeout(timeout)
+        conn.core.stop_receiving(self, timeout)
+
     def _wait_drained(self, deadline: float) -> bool:
         """Wait until the queue is empty and the callback (if any) has returned."""
         with self._cond:

@@ -238,3 +238,31 @@ def test_next_msg_keeps_its_timeout_while_the_consumer_is_recreated() -> None:
         assert got == list(range(80))
         assert osub.resets >= 1  # it really was recreated
         osub.unsubscribe()
+
+
+def test_drain_hands_out_what_arrived_then_ends(js: jsclient.JetStream) -> None:
+    """drain() waits while the taker takes what is queued, in order; only then does next_msg end."""
+    fill(js, "DRAINO", "draino", 20)
+    sub = js.subscribe("draino", ordered=True)
+    first = sub.next_msg(timeout=10)
+    deadline = time.monotonic() + 10
+    while sub._channel.port.pending_msgs < 19 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    drained: list[BaseException | None] = []
+
+    def drain() -> None:
+        try:
+            sub.drain(timeout=20)
+            drained.append(None)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            drained.append(exc)
+
+    drainer = threading.Thread(target=drain)
+    drainer.start()
+    rest = [sub.next_msg(timeout=10).metadata.sequence.stream for _ in range(19)]
+    assert [first.metadata.sequence.stream, *rest] == list(range(1, 21))
+    with pytest.raises(errors.SubscriptionClosedError):
+        sub.next_msg(timeout=5)
+    drainer.join(20)
+    assert drained == [None]
+    assert sub.is_closed

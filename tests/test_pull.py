@@ -409,3 +409,30 @@ def test_stop_ends_the_heartbeat_watch_without_another_next(server: NatsServer) 
         assert not [e for e in seen if isinstance(e, errors.HeartbeatsMissedError)]
         assert list(it) == []  # and the iterator is ended
         js.delete_stream("STOPHB")
+
+
+def test_drain_hands_out_what_arrived_then_ends(js: jsclient.JetStream) -> None:
+    """After drain(), fetch still returns what had arrived, then raises closed; the created consumer goes."""
+    publish(js, 50)
+    psub = js.pull_subscribe("work.item")
+    stream = psub.messages(batch=100)
+    first = next(iter(stream))
+    first.ack()
+    port = psub._inbox.port
+    deadline = time.monotonic() + 10
+    while port.pending_msgs < 49 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stream.stop()
+    psub.drain()
+    got = [first]
+    while len(got) < 50:
+        batch = psub.fetch(20, timeout=5)
+        assert batch, f"fetch after drain returned nothing after {len(got)} messages"
+        for m in batch:
+            m.ack_sync()
+        got += batch
+    assert [m.metadata.sequence.stream for m in got] == list(range(1, 51))
+    with pytest.raises(errors.SubscriptionClosedError):
+        psub.fetch(1, timeout=1)
+    with pytest.raises(errors.ConsumerNotFoundError):
+        js.consumer_info("WORK", psub.consumer)

@@ -81,6 +81,8 @@ class CoreAPI(Protocol):
 
     def drain_subscription(self, sub: Subscription, timeout: float) -> None: ...
 
+    def stop_receiving(self, sub: Subscription, timeout: float) -> None: ...
+
 
 class DeliveryPort(Protocol):
     """A core subscription as the workflows above it use it: take, interrupt, an arrival hook, counts.
@@ -122,3 +124,6 @@ class DeliveryPort(Protocol):
     def unsubscribe(self, max_msgs: int | None = None) -> None: ...
 
     def drain(self, timeout: float | None = None) -> None: ...
+
+    def stop_receiving(self, timeout: float | None = None) -> None:
+        """Receive no more; what arrived before stays queued to be taken, then takes raise closed."""

@@ -188,6 +188,7 @@ class Session:
         self.subscribe = self.subscriptions.subscribe
         self.unsubscribe = self.subscriptions.unsubscribe
         self.drain_subscription = self.subscriptions.drain_subscription
+        self.stop_receiving = self.subscriptions.stop_receiving
         self.user_subscriptions = self.subscriptions.user_subscriptions
         self._hooks: dict[int, Callable[[], None]] = {}
         self._hook_ids = itertools.count(1)

@@ -115,13 +115,16 @@ class Subscriptions:
             with contextlib.suppress(ConnectionClosedError):
                 self._writer.append(encode_unsub(sub.sid), subscription=True)
 
-    def drain_subscription(self, sub: Subscription, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+    def stop_receiving(self, sub: Subscription, timeout: float) -> None:
+        """UNSUB, and once the server's PONG is back every message it sent before is queued; the queue stays."""
         if sub.sid in self._router.subs:
             self._writer.append(encode_unsub(sub.sid), subscription=True)
-            # After the PONG, every message sent before the UNSUB is in the queue.
-            self._flush(max(0.001, deadline - time.monotonic()))
+            self._flush(timeout)
             self.remove(sub, SubscriptionClosedError, discard=False)
+
+    def drain_subscription(self, sub: Subscription, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        self.stop_receiving(sub, timeout)
         if not sub._wait_drained(deadline):
             raise TimeoutError(
                 f"drain: subscription on {sub.subject!r} still had {sub.pending_msgs} message(s) after {timeout} s"

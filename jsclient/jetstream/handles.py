@@ -33,6 +33,8 @@ from ..errors import (
 from ..message import Msg
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StoredMsg, StreamInfo
+from .manager import StrictOrder
+from .ordered import resume_after
 from .pull import MessageStream, PullSubscription
 
 if TYPE_CHECKING:
@@ -363,8 +365,8 @@ class OrderedConsumer:
             if policy is not DeliverPolicy.BY_START_SEQUENCE:
                 raise InvalidArgumentError("opt_start_seq needs deliver_policy 'by_start_sequence'")
             self._start["opt_start_seq"] = whole("opt_start_seq", opt_start_seq, 1)
-        self._last_stream_seq = 0
-        self._expected = 1
+        # Taking thread only (StrictOrder's reader-thread use is the push subscription's).
+        self._order = StrictOrder(js.conn.core, on_gap=self._reset)
         api.validate_consumer_config(self._config())
         #: How many consumers this one has been through (1 once it has its first).
         self.generation = 0
@@ -373,10 +375,8 @@ class OrderedConsumer:
         self._closed = False
 
     def _config(self) -> ConsumerConfig:
-        start = dict(self._start)
-        if self._last_stream_seq:
-            resume = DeliverPolicy.BY_START_SEQUENCE.value
-            start = {"deliver_policy": resume, "opt_start_seq": self._last_stream_seq + 1}
+        last = self._order.stream_seq
+        start = resume_after(last) if last else self._start
         return ConsumerConfig(
             ack_policy=AckPolicy.NONE, max_deliver=1, mem_storage=True, num_replicas=1,
             inactive_threshold=api.Duration(300.0),
@@ -389,7 +389,7 @@ class OrderedConsumer:
         if self._consumer is None:
             self._consumer = self._js.add_consumer(self.stream, self._config()).name
             self.generation += 1
-            self._expected = 1
+            self._order.restart()
         return self._consumer
 
     def _reset(self) -> None:
@@ -400,13 +400,8 @@ class OrderedConsumer:
                 self._js.delete_consumer(self.stream, name)
 
     def _in_order(self, msg: Msg) -> bool:
-        meta = msg.metadata
-        if meta.sequence.consumer != self._expected:
-            self._reset()
-            return False
-        self._expected += 1
-        self._last_stream_seq = meta.sequence.stream
-        return True
+        """The next consumer sequence; anything else has the consumer dropped (StrictOrder's ``on_gap``)."""
+        return not self._order.sequenced(msg.reply)
 
     def fetch(self, batch: int = 1, *, max_wait: float = 5.0) -> list[Msg]:
         """Up to ``batch`` messages in order: what came by ``max_wait``."""

@@ -55,11 +55,10 @@ from ..subscription import until_closed
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
 from .bind import Bound, stream_of
-from .manager import HANDLED, MESSAGE, ORDERED, StrictOrder, Verdict
-from .status import status_error
+from .channel import Channel, Outcome, Wake
+from .manager import ORDERED, StrictOrder
 
 if TYPE_CHECKING:
-    from ..core.iface import DeliveryPort
     from .context import JetStream
 
 DEFAULT_IDLE_HEARTBEAT = 5.0
@@ -67,10 +66,6 @@ ACK_WAIT = 22 * 3600.0
 #: How long a reset keeps retrying while JetStream is unavailable.
 RESET_RETRY = Backoff(initial=0.1, maximum=2.0, within=60.0)
 _RETRIABLE = (JetStreamUnavailableError, JetStreamNotEnabledError, TimeoutError)
-
-
-class _Reset(Error):
-    """Internal: interrupts a take so the taker performs a reset."""
 
 
 def ordered_config(config: ConsumerConfig | None, idle_heartbeat: float | None) -> ConsumerConfig:
@@ -111,6 +106,18 @@ def ordered_config(config: ConsumerConfig | None, idle_heartbeat: float | None) 
     return api.validate_consumer_config(api.replace(cfg, **fields))
 
 
+def resume_after(stream_seq: int) -> dict[str, Any]:
+    """The start of the next consumer of an ordered reader: the stream sequence after the last one accepted.
+
+    Both ordered readers recreate their consumer this way: the push-based
+    :class:`OrderedSubscription` and the pull-based ADR-37
+    :class:`~.handles.OrderedConsumer`; both accept messages through one
+    :class:`~.manager.StrictOrder`.
+    """
+    return {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE.value, "opt_start_seq": stream_seq + 1,
+            "opt_start_time": UNSET}
+
+
 class OrderedSubscription(Bound):
     """Messages of a stream (or subject filter) exactly once, in order, despite faults."""
 
@@ -130,8 +137,9 @@ class OrderedSubscription(Bound):
         self._limits = limits
         self._lock = threading.Lock()
         self._generation = 0
-        self._sub: DeliveryPort | None = None
+        self._channel: Channel | None = None  # the current consumer's inbox, by the ORDERED table
         self._closed = False
+        self._draining = False  # under _lock: no reset from here on
         # Reader side: what was accepted into the queue (under _lock); a reset restarts after it.
         self._mm = StrictOrder(self._conn.core, on_gap=self._flag_reset)
         self._reset_from: int | None = None
@@ -185,16 +193,14 @@ class OrderedSubscription(Bound):
         if self.subject and self._base.filter_subject is UNSET and self._base.filter_subjects is UNSET:
             fields["filter_subject"] = self.subject
         if start:
-            fields.update(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE.value, opt_start_seq=start + 1, opt_start_time=UNSET
-            )
+            fields.update(resume_after(start))
         cfg = api.replace(self._base, **fields)
         try:
             info = self._create(cfg)
         except BaseException:
             sub.unsubscribe()
             raise
-        self._sub = sub
+        self._channel = Channel(sub, self._mm, ORDERED)
         self.consumer = info.name
         hb = cfg.idle_heartbeat
         assert isinstance(hb, float)
@@ -219,9 +225,9 @@ class OrderedSubscription(Bound):
     def _flag_reset(self) -> None:
         """Under _lock: stop accepting and have the taker reset from the last accepted message."""
         self._reset_from = self._mm.stream_seq
-        sub = self._sub
-        if sub is not None:
-            sub.interrupt(_Reset("reset"))
+        channel = self._channel
+        if channel is not None:
+            channel.wake(Wake.RESET)
 
     def _on_reconnect(self) -> None:
         """Reconnect thread: recreate the consumer from where delivery stands."""
@@ -230,7 +236,8 @@ class OrderedSubscription(Bound):
     def _request_reset(self, generation: int) -> None:
         """Watchdog thread (missed heartbeats) or reconnect: reset unless already resetting."""
         with self._lock:
-            if generation == self._generation and self._reset_from is None and not self._closed:
+            if generation == self._generation and self._reset_from is None and not self._closed \
+                    and not self._draining:
                 self._flag_reset()
 
     # -- taking thread ------------------------------------------------------------------
@@ -241,31 +248,36 @@ class OrderedSubscription(Bound):
         while True:
             if self._closed:
                 raise SubscriptionClosedError(f"ordered subscription on {self.stream!r} is closed")
-            sub = self._sub
-            if sub is None or (self._reset_from is not None and not sub.pending_msgs):
+            channel = self._channel
+            if channel is None or (self._reset_from is not None and not channel.port.pending_msgs):
+                if self._draining:
+                    raise SubscriptionClosedError(f"ordered subscription on {self.stream!r} is drained")
                 self._await_reset(deadline, timeout)
                 continue
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                msg = sub.take(remaining)
-            except _Reset:
-                continue
+                step = channel.step(remaining)
             except SubscriptionClosedError:
-                if self._closed:
+                if self._closed or self._draining:
                     raise
                 continue  # the old inbox after a reset
-            verdict = self._mm.judge(msg, ORDERED)
-            if verdict is MESSAGE:
+            outcome = step.outcome
+            if outcome is Outcome.MESSAGE:
+                msg = step.msg
+                assert msg is not None
                 meta = msg.metadata
                 self.last_stream_seq = meta.sequence.stream
                 self.last_consumer_seq = meta.sequence.consumer
                 msg.ack_state = ACK_DISABLED
                 return msg
-            if verdict is Verdict.RESET:
+            if outcome is Outcome.TIMEOUT:
+                raise TimeoutError(f"ordered consumer on {self.stream!r}: no message within {timeout} s")
+            if outcome is Outcome.RESET:
                 with self._lock:
                     self._flag_reset()
-            elif verdict is not HANDLED:
-                raise status_error(self._mm.status)
+            elif outcome is not Outcome.WOKEN:  # woken: the reset flagged is done on the next round
+                assert step.error is not None
+                raise step.error
 
     def _await_reset(self, deadline: float | None, timeout: float | None) -> None:
         """Taking thread: have the consumer recreated (in the background) and wait for it until ``deadline``."""
@@ -300,12 +312,12 @@ class OrderedSubscription(Bound):
 
     def _reset(self) -> None:
         """Recreate the consumer at the last accepted stream sequence + 1."""
-        old_sub, old_consumer = self._sub, self.consumer
-        self._sub = None
+        old, old_consumer = self._channel, self.consumer
+        self._channel = None
         self._mm.unwatch()
-        if old_sub is not None:
+        if old is not None:
             with contextlib.suppress(Error):
-                old_sub.unsubscribe()
+                old.port.unsubscribe()
         if old_consumer:
             self._delete_quietly(old_consumer)
         self._start()
@@ -348,16 +360,29 @@ class OrderedSubscription(Bound):
             self._closed = True
             self._generation += 1
         self._mm.unwatch()
-        sub, self._sub = self._sub, None
-        if sub is not None:
-            sub.unsubscribe()
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.port.unsubscribe()
         if self.consumer:
             self._delete_quietly(self.consumer)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(5)
 
-    drain = unsubscribe
+    def drain(self, timeout: float | None = None) -> None:
+        """Receive no more, wait until what already arrived is taken (``next_msg`` or the callback), then end.
+
+        No consumer is recreated from here on: a gap found while draining
+        ends the subscription after the messages before it.
+        """
+        with self._lock:
+            self._draining = True
+        channel = self._channel
+        try:
+            if channel is not None:
+                channel.port.drain(timeout)
+        finally:
+            self.unsubscribe()
 
 
 def subscribe_ordered(

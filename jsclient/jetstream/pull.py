@@ -50,15 +50,15 @@ from ..errors import (
     HeartbeatsMissedError,
     InvalidArgumentError,
     SubscriptionClosedError,
-    TimeoutError,
 )
 from ..message import Msg
 from ..protocol import check_subscribe_subject
 from . import api, features
 from .api import AckPolicy, ConsumerConfig, PriorityPolicy
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .manager import CONSUME, FETCH, HANDLED, MESSAGE, MessageManager, Verdict
-from .status import Kind, status_error
+from .channel import Channel, Outcome, Wake
+from .manager import CONSUME, FETCH, MessageManager
+from .status import Kind
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -74,15 +74,6 @@ EXPIRES_MARGIN = 0.1
 _PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartbeat")
 
 
-class Wake(enum.Enum):
-    """Why a taker was woken without a message."""
-
-    STOPPED = "stopped"  # MessageStream.stop()
-    RECONNECTED = "reconnected"  # the outstanding requests died with the old connection
-    HEARTBEAT = "heartbeat"  # fetch: the heartbeat alarm of one call (its serial)
-    SILENT = "silent"  # messages(): nothing arrived for the alarm time
-
-
 class Ended(enum.Enum):
     """How taking the messages of one fetch's pull request ended."""
 
@@ -92,15 +83,6 @@ class Ended(enum.Enum):
     RECONNECTED = "reconnected"  # the request died with the old connection; the caller decides
     WRONG_PIN = "wrong pin"  # refused for a stale pin id (423), now forgotten: ask again
     ERROR = "error"  # an error ended it after messages came; the next fetch raises it
-
-
-class _Interrupted(Error):
-    """Internal: wakes a blocked take; ``serial`` names the fetch a heartbeat alarm is for."""
-
-    def __init__(self, wake: Wake, serial: int = 0) -> None:
-        super().__init__(wake.value)
-        self.wake = wake
-        self.serial = serial
 
 
 class Asked(NamedTuple):
@@ -146,6 +128,8 @@ class PullInbox:
         self.port: DeliveryPort = conn.subscribe(
             self.prefix + ".*", pending_msgs_limit=1 << 24, pending_bytes_limit=1 << 40
         )
+        #: The port judged by the FETCH table; a MessageStream judges by CONSUME (:meth:`consuming`).
+        self.channel = Channel(self.port, self.mm, FETCH)
         #: Set by the reconnect thread, cleared by the taker: the outstanding requests are gone.
         self.reconnected = False
 
@@ -191,25 +175,27 @@ class PullInbox:
     def on_reconnect(self) -> None:
         """Reconnect thread: outstanding pull requests died with the old connection."""
         self.reconnected = True
-        self.port.interrupt(_Interrupted(Wake.RECONNECTED))
+        self.channel.wake(Wake.RECONNECTED)
 
     def take_ready(self, batch: int) -> list[Msg]:
         """Messages already queued (late arrivals of an earlier fetch); stale statuses skipped."""
         out: list[Msg] = []
-        port = self.port
-        mm = self.mm
-        while len(out) < batch and port.pending_msgs:
-            try:
-                msg = port.take(0)
-            except (TimeoutError, _Interrupted):
-                break
-            if mm.judge(msg, FETCH) is MESSAGE:
+        channel = self.channel
+        while len(out) < batch and (step := channel.ready()) is not None:
+            if step.outcome is Outcome.MESSAGE:
+                assert step.msg is not None
                 if self.group is not None:
-                    self.note_pin(msg)
-                out.append(msg)
-            elif mm.status.kind is Kind.WRONG_PIN:
-                self.pin_id = None
+                    self.note_pin(step.msg)
+                out.append(step.msg)
+            elif step.outcome is Outcome.WOKEN:
+                break
+            else:
+                self.refused_pin()
         return out
+
+    def consuming(self) -> Channel:
+        """The port judged by the CONSUME table, for a :class:`MessageStream`."""
+        return Channel(self.port, self.mm, CONSUME)
 
 
 class PullSubscription(Bound):
@@ -254,10 +240,13 @@ class PullSubscription(Bound):
         """
         timeout, heartbeat = _check_pull(batch, "timeout", timeout, max_bytes, heartbeat)
         inbox = self._inbox
-        if inbox.port.is_closed:
-            raise SubscriptionClosedError(f"pull subscription on consumer {self.consumer!r} is closed")
         deadline = time.monotonic() + timeout
         out = inbox.take_ready(batch)
+        if inbox.port.is_closed:  # drained (or unsubscribed): what had arrived, then the end
+            if out:
+                return out
+            self._delete_created()
+            raise SubscriptionClosedError(f"pull subscription on consumer {self.consumer!r} is closed")
         if self._deferred is not None and not out:
             error, self._deferred = self._deferred, None
             raise error
@@ -265,10 +254,8 @@ class PullSubscription(Bound):
             return out
         serial = next(self._serials)
         if heartbeat is not None:
-            port = inbox.port
-            inbox.mm.watch(
-                port, heartbeat, 2 * heartbeat, lambda: port.interrupt(_Interrupted(Wake.HEARTBEAT, serial))
-            )
+            channel = inbox.channel
+            inbox.mm.watch(channel.port, heartbeat, 2 * heartbeat, lambda: channel.wake(Wake.SILENT, serial))
         try:
             # No-wait first: what is available now, without waiting.
             token = inbox.pull(batch - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
@@ -298,41 +285,41 @@ class PullSubscription(Bound):
     def _collect(self, out: list[Msg], batch: int, token: str, deadline: float, serial: int) -> Ended:
         """Take messages for the request ``token`` until it ends (:data:`~.manager.FETCH`); how it ended."""
         inbox = self._inbox
-        port = inbox.port
-        mm = inbox.mm
+        channel = inbox.channel
         while len(out) < batch:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Ended.TIMEOUT
-            try:
-                msg = port.take(remaining)
-            except TimeoutError:
+            step = channel.step(remaining)
+            outcome = step.outcome
+            if outcome is Outcome.MESSAGE:
+                assert step.msg is not None
+                if inbox.group is not None:
+                    inbox.note_pin(step.msg)
+                out.append(step.msg)
                 continue
-            except _Interrupted as exc:
-                if exc.wake is Wake.HEARTBEAT and exc.serial == serial:
+            if outcome is Outcome.TIMEOUT:
+                continue
+            if outcome is Outcome.WOKEN:
+                if step.wake is Wake.SILENT and step.serial == serial:
                     missed = HeartbeatsMissedError(
-                        f"no heartbeat or message for {mm.alarm:g} s on pull consumer {self.consumer!r}"
+                        f"no heartbeat or message for {inbox.mm.alarm:g} s on pull consumer {self.consumer!r}"
                     )
                     return self._ended_by(missed, out)
                 if inbox.reconnected:
                     inbox.reconnected = False
                     return Ended.RECONNECTED
                 continue
-            verdict = mm.judge(msg, FETCH)
-            if verdict is MESSAGE:
-                if inbox.group is not None:
-                    inbox.note_pin(msg)
-                out.append(msg)
-            elif verdict is HANDLED:
-                continue  # a heartbeat
-            elif verdict is Verdict.END and inbox.refused_pin() and inbox.token_of(msg) == token:
+            assert step.msg is not None
+            mine = inbox.token_of(step.msg) == token
+            if outcome is Outcome.END and inbox.refused_pin() and mine:
                 return Ended.WRONG_PIN
-            elif inbox.token_of(msg) != token:
+            if not mine:
                 continue  # the end of an older request
-            elif verdict is Verdict.END:
+            if outcome is Outcome.END:
                 return Ended.DONE
-            else:
-                return self._ended_by(status_error(mm.status), out)
+            assert step.error is not None
+            return self._ended_by(step.error, out)
         return Ended.FULL
 
     def _ended_by(self, error: Error, out: list[Msg]) -> Ended:
@@ -383,12 +370,27 @@ class PullSubscription(Bound):
         """Stop, and delete the consumer if this subscription created it."""
         self._conn.core.remove_reconnect_hook(self._hook_key)
         self._inbox.port.unsubscribe()
+        self._delete_created()
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Ask for no more: what already arrived is still handed out by ``fetch`` (and iteration), then they
+        raise :class:`~jsclient.SubscriptionClosedError`.
+
+        It does not wait for that: the thread that fetches is most often the
+        one that drains.  Messages the server sent after the drain come again
+        after ``ack_wait``.  A consumer this subscription created is deleted
+        once the last message is handed out (or on :meth:`unsubscribe`).
+        """
+        self._conn.core.remove_reconnect_hook(self._hook_key)
+        self._inbox.port.stop_receiving(timeout)
+        if not self._inbox.port.pending_msgs:
+            self._delete_created()
+
+    def _delete_created(self) -> None:
         if self._delete_on_close:
             self._delete_on_close = False
             with contextlib.suppress(ConsumerNotFoundError):
                 self._js.delete_consumer(self.stream, self.consumer)
-
-    drain = unsubscribe
 
 
 class MessageStream:
@@ -437,7 +439,7 @@ class MessageStream:
         if self._watching:
             self._watching = False
             self._inbox.mm.unwatch()
-        self._inbox.port.interrupt(_Interrupted(Wake.STOPPED))
+        self._inbox.channel.wake(Wake.STOPPED)
 
     def __enter__(self) -> MessageStream:
         return self
@@ -486,14 +488,14 @@ class MessageStream:
                 HeartbeatsMissedError(f"pull consumer {self._consumer!r}: heartbeats missed; pulling again")
             )
         inbox.mm.rearm()
-        inbox.port.interrupt(_Interrupted(Wake.SILENT))
+        inbox.channel.wake(Wake.SILENT)
 
     def __iter__(self) -> Iterator[Msg]:
         inbox = self._inbox
-        port = inbox.port
+        channel = inbox.consuming()
         mm = inbox.mm
         silence = 2 * self.heartbeat if self.heartbeat else self.expires + 1.0
-        mm.watch(port, silence / 2, silence, self._silent)
+        mm.watch(channel.port, silence / 2, silence, self._silent)
         self._watching = True
         try:
             while not self._stopped.is_set():
@@ -503,16 +505,13 @@ class MessageStream:
                     except ConnectionClosedError:
                         return
                 try:
-                    msg = port.take(None)
-                except _Interrupted as exc:
-                    if exc.wake is Wake.SILENT or inbox.reconnected:
-                        inbox.reconnected = False
-                        self._forget_requests()  # lost requests (or a silent server): ask again
-                    continue
+                    step = channel.step(None)
                 except (SubscriptionClosedError, ConnectionClosedError):
                     return
-                verdict = mm.judge(msg, CONSUME)
-                if verdict is MESSAGE:
+                outcome = step.outcome
+                if outcome is Outcome.MESSAGE:
+                    msg = step.msg
+                    assert msg is not None
                     if self.buffer_bytes is None:
                         self._pending = max(0, self._pending - 1)
                     else:
@@ -521,25 +520,29 @@ class MessageStream:
                         inbox.note_pin(msg)
                     yield msg
                     continue
-                if verdict is HANDLED:
+                if outcome is Outcome.WOKEN:
+                    if step.wake is Wake.SILENT or inbox.reconnected:
+                        inbox.reconnected = False
+                        self._forget_requests()  # lost requests (or a silent server): ask again
                     continue
-                wrong_pin = verdict is Verdict.END and inbox.refused_pin()
-                asked = self._tokens.pop(inbox.token_of(msg), None)
+                assert step.msg is not None
+                wrong_pin = outcome is Outcome.END and inbox.refused_pin()
+                asked = self._tokens.pop(inbox.token_of(step.msg), None)
                 if asked is None:
                     continue  # a status for a request already forgotten
-                status = mm.status
-                if verdict is Verdict.END:
+                status = step.status
+                if outcome is Outcome.END:
                     left = asked.msgs if wrong_pin or status.pending_msgs is None else status.pending_msgs
                     size = asked.bytes if wrong_pin or status.pending_bytes is None else status.pending_bytes
                     self._less(left, size)
                     continue
-                error = status_error(status)
-                if verdict is Verdict.WARNING and not self.warnings_end:
+                assert step.error is not None
+                if outcome is Outcome.WARNING and not self.warnings_end:
                     self._less(asked.msgs, asked.bytes)
-                    inbox.conn.core.report_error(error)
+                    inbox.conn.core.report_error(step.error)
                     self._stopped.wait(min(self.expires, 0.5))
                     continue
-                raise error
+                raise step.error
         finally:
             if self._watching:
                 self._watching = False

@@ -17,7 +17,6 @@ Threads:
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from ..errors import (
     HeartbeatsMissedError,
     InvalidArgumentError,
     SubscriptionClosedError,
+    TimeoutError,
 )
 from ..message import ACK_DISABLED, Msg
 from ..protocol import check_queue_name, check_subscribe_subject
@@ -37,8 +37,8 @@ from ..subscription import until_closed
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .manager import HANDLED, MESSAGE, PUSH, GapReporting, MessageManager
-from .status import status_error
+from .channel import Channel, Outcome, Wake
+from .manager import PUSH, GapReporting, MessageManager
 
 if TYPE_CHECKING:
     from ..core.iface import DeliveryPort
@@ -83,6 +83,7 @@ class PushSubscription(Bound):
         self._ack_none = ack_none
         self._delete_on_close = False
         self._sub: DeliveryPort | None = None
+        self._chan: Channel | None = None  # over _sub, judged by the PUSH table
         # A queue group's members each see part of the sequence: no gaps to track there.
         self._mm: MessageManager = (
             GapReporting(self._conn.core, lambda: self.consumer) if queue is None else MessageManager(self._conn.core)
@@ -117,38 +118,43 @@ class PushSubscription(Bound):
 
     # -- taking thread ---------------------------------------------------------
     def _core(self) -> DeliveryPort:
-        sub = self._sub
-        if sub is None:
+        return self._channel().port
+
+    def _channel(self) -> Channel:
+        channel = self._chan
+        if channel is None:
             raise SubscriptionClosedError("subscription is not active")
-        return sub
+        return channel
 
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
         """The next user message; statuses are handled on the way (ADR-15)."""
         if self._user_cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
-        sub = self._core()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        mm = self._mm
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            msg = sub.take(remaining)
-            verdict = mm.judge(msg, PUSH)
-            if verdict is MESSAGE:
-                if self._ack_none:
-                    msg.ack_state = ACK_DISABLED
-                return msg
-            if verdict is not HANDLED:
-                raise status_error(mm.status)
+        step = self._channel().step(timeout)
+        if step.outcome is Outcome.MESSAGE:
+            msg = step.msg
+            assert msg is not None
+            if self._ack_none:
+                msg.ack_state = ACK_DISABLED
+            return msg
+        if step.outcome is Outcome.TIMEOUT:
+            raise TimeoutError(f"no message from consumer {self.consumer!r} within {timeout} s")
+        if step.outcome is Outcome.WOKEN:
+            raise self._missed()
+        assert step.error is not None
+        raise step.error
 
     def __iter__(self) -> Iterator[Msg]:
         return until_closed(self.next_msg)
 
     def _dispatch(self, msg: Msg) -> None:
         """Core callback on the dispatcher thread: statuses here, user messages to the user."""
-        verdict = self._mm.judge(msg, PUSH)
-        if verdict is not MESSAGE:
-            if verdict is not HANDLED:
-                self._conn.core.report_error(status_error(self._mm.status))
+        step = self._channel().judge(msg)
+        if step is None:
+            return
+        if step.outcome is not Outcome.MESSAGE:
+            assert step.error is not None
+            self._conn.core.report_error(step.error)
             return
         cb = self._user_cb
         assert cb is not None
@@ -161,18 +167,20 @@ class PushSubscription(Bound):
             msg.ack()
 
     # -- heartbeats ----------------------------------------------------------------
-    def _alarm(self) -> None:
-        """Watchdog thread: no message or heartbeat for the alarm time."""
-        sub = self._sub
-        if sub is None:
-            return
-        error = HeartbeatsMissedError(
+    def _missed(self) -> HeartbeatsMissedError:
+        return HeartbeatsMissedError(
             f"no heartbeat or message for {self._mm.alarm:g} s on consumer {self.consumer!r} "
             f"(stream {self.stream!r})"
         )
-        self._conn.core.report_error(error)
+
+    def _alarm(self) -> None:
+        """Watchdog thread: no message or heartbeat for the alarm time."""
+        channel = self._chan
+        if channel is None:
+            return
+        self._conn.core.report_error(self._missed())
         if self._user_cb is None:
-            sub.interrupt(error)
+            channel.wake(Wake.SILENT)
 
     # -- info and ending -------------------------------------------------------------
     @property
@@ -224,6 +232,7 @@ class PushSubscription(Bound):
         if self.queue is None:  # a queue group has neither heartbeats nor an order of its own
             sub.arrival_hook = self._mm.arrive
         self._sub = sub
+        self._chan = Channel(sub, self._mm, PUSH)
         self.deliver_subject = deliver_subject
 
     def _bind(self, info: ConsumerInfo, limits: tuple[int | None, int | None]) -> None:
@@ -260,7 +269,7 @@ class PushSubscription(Bound):
 
     def _unsubscribe_quietly(self) -> None:
         sub = self._sub
-        self._sub = None
+        self._sub = self._chan = None
         if sub is not None:
             with contextlib.suppress(Error):
                 sub.unsubscribe()

@@ -105,9 +105,7 @@ def classify_header(header: bytes | None, reply: str | None = None) -> Status:
             last_consumer=_int(headers.get("Nats-Last-Consumer")),
             last_stream=_int(headers.get("Nats-Last-Stream")),
         )
-    kind = _BY_CODE.get(code, Kind.ERROR)
-    if code == 409:
-        kind = next((k for needle, k in _CONFLICT_KINDS if needle in lowered), Kind.ERROR)
+    kind = _conflict(desc)[0] if code == 409 else _BY_CODE.get(code, Kind.ERROR)
     return Status(
         kind, code, desc,
         pending_msgs=_int(headers.get("Nats-Pending-Messages")),
@@ -118,35 +116,31 @@ def classify_header(header: bytes | None, reply: str | None = None) -> Status:
 _BY_CODE = {
     404: Kind.NO_MESSAGES, 408: Kind.REQUEST_TIMEOUT, 204: Kind.END_OF_BATCH, 423: Kind.WRONG_PIN, 503: Kind.BUSY,
 }
-_CONFLICT_KINDS = (
-    ("message size exceeds maxbytes", Kind.MAX_BYTES),
-    ("batch completed", Kind.BATCH_COMPLETED),
-    ("leadership change", Kind.REQUEST_LOST),
-    ("server shutdown", Kind.REQUEST_LOST),
-    ("exceeded maxwaiting", Kind.BUSY),
-    ("consumer deleted", Kind.CONSUMER_DELETED),
+#: The one table of 409 reasons: what each is to a workflow, and its error when it ends one.
+_CONFLICTS: tuple[tuple[str, Kind, type[JetStreamStatusError]], ...] = (
+    ("message size exceeds maxbytes", Kind.MAX_BYTES, MaxBytesExceededError),
+    ("batch completed", Kind.BATCH_COMPLETED, JetStreamStatusError),
+    ("leadership change", Kind.REQUEST_LOST, LeadershipChangeError),
+    ("server shutdown", Kind.REQUEST_LOST, ServerShutdownError),
+    ("exceeded maxwaiting", Kind.BUSY, MaxWaitingExceededError),
+    ("consumer deleted", Kind.CONSUMER_DELETED, ConsumerDeletedError),
+    ("consumer is push based", Kind.ERROR, ConsumerIsPushBasedError),
+    ("exceeded maxrequestbatch", Kind.ERROR, MaxRequestBatchExceededError),
+    ("exceeded maxrequestexpires", Kind.ERROR, MaxRequestExpiresExceededError),
+    ("exceeded maxrequestmaxbytes", Kind.ERROR, MaxBytesExceededError),
 )
 
 
-_CONFLICTS: tuple[tuple[str, type[JetStreamStatusError]], ...] = (
-    ("consumer deleted", ConsumerDeletedError),
-    ("consumer is push based", ConsumerIsPushBasedError),
-    ("exceeded maxwaiting", MaxWaitingExceededError),
-    ("exceeded maxrequestbatch", MaxRequestBatchExceededError),
-    ("exceeded maxrequestexpires", MaxRequestExpiresExceededError),
-    ("exceeded maxrequestmaxbytes", MaxBytesExceededError),
-    ("leadership change", LeadershipChangeError),
-    ("server shutdown", ServerShutdownError),
-)
+def _conflict(description: str) -> tuple[Kind, type[JetStreamStatusError]]:
+    lowered = description.lower()
+    return next(((kind, cls) for needle, kind, cls in _CONFLICTS if needle in lowered),
+                (Kind.ERROR, JetStreamStatusError))
 
 
 def status_error(status: Status) -> JetStreamStatusError:
-    """The exception for an error status (409 reasons, 503, anything unknown)."""
+    """The exception for a status that ends a workflow: every JetStream status goes through here."""
     if status.code == 503:
         return NoRespondersStatusError(status.code, status.description or "No Responders")
     if status.code == 409:
-        lowered = status.description.lower()
-        for needle, cls in _CONFLICTS:
-            if needle in lowered:
-                return cls(status.code, status.description)
+        return _conflict(status.description)[1](status.code, status.description)
     return JetStreamStatusError(status.code, status.description)

@@ -1,0 +1,143 @@
+"""The consumption engine: a delivery port, its message manager and a verdict table, one step at a time.
+
+Every JetStream workflow that consumes (push ``next_msg`` and callbacks,
+the ordered subscription and the ordered consumer, pull ``fetch`` and
+``messages()``, the batched direct get) asks a :class:`Channel` for its
+next :class:`Step` and acts on one :class:`Outcome`.  The channel takes
+from the port, has the manager judge each message by the workflow's
+table, handles heartbeats and flow control itself, and turns a status
+into its error through :func:`.status.status_error`, the one mapping.
+The workflows are the policies: what an end, a warning, a reset or a
+wake-up means for them.
+
+Threads: :meth:`Channel.step` runs on the workflow's **taking thread**,
+one at a time.  :meth:`Channel.wake` may be called from any thread (the
+watchdog's alarm, the reconnect thread, ``stop()``); it goes through the
+port's interrupt, which has its own lock.  The channel holds no lock and
+keeps no state of its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..errors import Error, TimeoutError
+from .manager import Table, Verdict
+from .status import NO_STATUS, Status, status_error
+
+if TYPE_CHECKING:
+    from ..core.iface import DeliveryPort
+    from ..message import Msg
+    from .manager import MessageManager
+
+
+class Outcome(enum.Enum):
+    """What one step of a channel gave."""
+
+    MESSAGE = "message"  # a user message (step.msg)
+    END = "end"  # a request or batch ended, nothing wrong (step.status, step.msg for its subject)
+    WARNING = "warning"  # a passing trouble (step.error): report it, then ask again
+    RESET = "reset"  # the consumer must be recreated (ordered)
+    ERROR = "error"  # a terminal status (step.error)
+    WOKEN = "woken"  # woken by :meth:`Channel.wake` (step.wake, step.serial)
+    TIMEOUT = "timeout"  # nothing by the deadline
+
+
+class Wake(enum.Enum):
+    """Why a taker was woken without a message."""
+
+    STOPPED = "stopped"  # the iteration was stopped
+    RECONNECTED = "reconnected"  # requests outstanding died with the old connection
+    SILENT = "silent"  # no message or heartbeat for the alarm time
+    RESET = "reset"  # the ordered consumer must be recreated
+
+
+class Step(NamedTuple):
+    outcome: Outcome
+    msg: Msg | None = None
+    status: Status = NO_STATUS
+    error: Error | None = None
+    wake: Wake | None = None
+    #: The call a :data:`Wake.SILENT` alarm was for (a fetch's own heartbeat watch), 0 for any.
+    serial: int = 0
+
+
+class Woken(Error):
+    """Internal: the interrupt a :meth:`Channel.wake` leaves on the port."""
+
+    def __init__(self, wake: Wake, serial: int = 0) -> None:
+        super().__init__(wake.value)
+        self.wake = wake
+        self.serial = serial
+
+
+_BY_VERDICT = {
+    Verdict.END: Outcome.END, Verdict.WARNING: Outcome.WARNING,
+    Verdict.RESET: Outcome.RESET, Verdict.ERROR: Outcome.ERROR,
+}
+TIMED_OUT = Step(Outcome.TIMEOUT)
+
+
+class Channel:
+    """One subscription's port, judged by ``manager`` under ``table``."""
+
+    __slots__ = ("manager", "port", "table")
+
+    def __init__(self, port: DeliveryPort, manager: MessageManager, table: Table) -> None:
+        self.port = port
+        self.manager = manager
+        self.table = table
+
+    def step(self, timeout: float | None) -> Step:
+        """The next thing the workflow must act on, waiting up to ``timeout`` (None: until one comes).
+
+        Heartbeats and flow control never come out.  The error that ended
+        the subscription (closed, connection lost) is raised.
+        """
+        port = self.port
+        manager = self.manager
+        deadline = None if timeout is None else time.monotonic() + timeout
+        remaining = timeout
+        while True:
+            try:
+                msg = port.take(remaining)
+            except TimeoutError:
+                return TIMED_OUT
+            except Woken as woken:
+                return Step(Outcome.WOKEN, wake=woken.wake, serial=woken.serial)
+            verdict = manager.judge(msg, self.table)
+            if verdict is Verdict.MESSAGE:
+                return Step(Outcome.MESSAGE, msg)
+            if verdict is not Verdict.HANDLED:
+                return self._status_step(verdict, msg)
+            if deadline is not None:
+                remaining = max(0.0, deadline - time.monotonic())
+
+    def judge(self, msg: Msg) -> Step | None:
+        """The step of a message handed over by the core (a callback's); None when it was handled here."""
+        verdict = self.manager.judge(msg, self.table)
+        if verdict is Verdict.MESSAGE:
+            return Step(Outcome.MESSAGE, msg)
+        if verdict is Verdict.HANDLED:
+            return None
+        return self._status_step(verdict, msg)
+
+    def _status_step(self, verdict: Verdict, msg: Msg) -> Step:
+        outcome = _BY_VERDICT[verdict]
+        status = self.manager.status
+        error = status_error(status) if outcome is Outcome.WARNING or outcome is Outcome.ERROR else None
+        return Step(outcome, msg, status, error)
+
+    def ready(self) -> Step | None:
+        """A step from what is already queued, without waiting; None when nothing is."""
+        while self.port.pending_msgs:
+            step = self.step(0)
+            if step.outcome is not Outcome.TIMEOUT:
+                return step
+        return None
+
+    def wake(self, wake: Wake, serial: int = 0) -> None:
+        """Any thread: the taker's next step (now, if it waits) is :data:`Outcome.WOKEN`."""
+        self.port.interrupt(Woken(wake, serial))
