@@ -1,15 +1,37 @@
 """Services (ADR-32): endpoints answering requests on worker threads, with discovery and stats.
 
-Threads: each endpoint's subscription callback (its own dispatcher thread)
-only hands the request to the service's worker pool, so a slow handler
-never holds up the next request's delivery; the handlers run on the pool's
-``workers`` threads.  Discovery (``$SRV.PING|INFO|STATS``, for all services,
-by name, and by name and id) is answered on the discovery subscriptions'
-threads.  ``_lock`` guards the endpoint list and every endpoint's counters;
-nothing is called while it is held.
+Each endpoint is a subscription of its own, with a subscription's bounded
+queue: ``pending_msgs_limit`` / ``pending_bytes_limit`` (per endpoint, or the
+service's for all its endpoints; the connection's defaults otherwise), so a
+slow handler cannot make requests pile up without limit.
+
+Threads:
+
+* the connection's **reader thread** queues each request on its endpoint's
+  subscription; when that queue is full it drops the request (its caller
+  times out), counts it (``Endpoint.dropped``) and reports a
+  :class:`~jsclient.SlowConsumerError` to the connection's error callback,
+  once per episode, as for any subscription.  It never waits and never runs
+  service code;
+* each endpoint's **dispatcher thread** (its subscription's) takes requests
+  in order and waits for a free worker (``_slots``, one per worker) before it
+  hands the next one over, so requests wait in the bounded queue, not in the
+  pool's (which never holds more than the free workers take at once).  It
+  holds at most one request while it waits;
+* the pool's ``workers`` **worker threads** run the handlers, shared by all
+  the service's endpoints;
+* the discovery subscriptions' threads answer ``$SRV.PING|INFO|STATS`` (for
+  all services, by name, and by name and id).
+
+Locks: ``_lock`` guards the endpoint list and every endpoint's counters;
+nothing is called while it is held.  ``_slots`` counts the free workers.
 
 A handler that raises answers its caller with a service error (500 and the
-exception's text), never with silence, and is counted in the stats.
+exception's text), never with silence, and is counted in the stats.  A dropped
+request is counted as an error in the stats too, one each in ``num_errors``
+with the slow consumer's text as ``last_error`` (nats.go counts them there
+as well), so monitoring sees requests lost; ``num_requests`` and the
+processing times count handled requests only.
 ``stop()`` drains: no new request is taken, the ones taken are finished and
 answered, then discovery ends.
 """
@@ -27,7 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import InvalidArgumentError
+from .checks import whole
+from .errors import InvalidArgumentError, SlowConsumerError
 from .headers import Headers, HeadersInput
 from .payload import as_bytes
 from .protocol import check_queue_name, check_subscribe_subject
@@ -114,9 +137,10 @@ class Request:
 @dataclass
 class _Stats:
     requests: int = 0
-    errors: int = 0
+    errors: int = 0  # handler errors and dropped requests
     processing_ns: int = 0
     last_error: str = ""
+    drops_seen: int = 0  # the subscription's ``dropped`` when last counted into ``errors``
 
 
 @dataclass
@@ -130,6 +154,22 @@ class Endpoint:
     handler: Handler
     stats: _Stats = field(default_factory=_Stats)
     sub: Subscription | None = None
+
+    # The endpoint's queue is its subscription's: these read its counts.
+    @property
+    def pending_msgs(self) -> int:
+        """Requests queued for a worker: at most ``pending_msgs_limit`` (and one in the dispatcher's hand)."""
+        return self.sub.pending_msgs if self.sub is not None else 0
+
+    @property
+    def pending_bytes(self) -> int:
+        """Payload bytes queued for a worker (at most ``pending_bytes_limit``)."""
+        return self.sub.pending_bytes if self.sub is not None else 0
+
+    @property
+    def dropped(self) -> int:
+        """Requests dropped because the queue was full, since the endpoint started (``reset()`` keeps it)."""
+        return self.sub.dropped if self.sub is not None else 0
 
 
 def _check_name(what: str, name: Any) -> str:
@@ -146,6 +186,11 @@ def _check_metadata(metadata: Any) -> dict[str, str]:
     ):
         raise InvalidArgumentError(f"metadata must map str to str, not {metadata!r}")
     return dict(metadata)
+
+
+def _check_limit(name: str, value: Any) -> int | None:
+    """A pending limit; None takes the default (the service's, else the connection's)."""
+    return None if value is None else whole(name, value)
 
 
 def _check_queue(queue_group: Any) -> str:
@@ -173,6 +218,8 @@ class Group:
         subject: str | None = None,
         queue_group: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
     ) -> Endpoint:
         """An endpoint on ``<prefix>.<subject or name>``."""
         _check_name("endpoint name", name)
@@ -180,7 +227,10 @@ class Group:
         full = f"{self.prefix}.{local}" if self.prefix else local
         queue = self.queue_group if queue_group is None else _check_queue(queue_group)
         # The service is the root group (no prefix): it adds the endpoint on the full subject.
-        return self._service.add_endpoint(name, handler, subject=full, queue_group=queue, metadata=metadata)
+        return self._service.add_endpoint(
+            name, handler, subject=full, queue_group=queue, metadata=metadata,
+            pending_msgs_limit=pending_msgs_limit, pending_bytes_limit=pending_bytes_limit,
+        )
 
     def add_group(self, name: str, *, queue_group: str | None = None) -> Group:
         """A group below this one: ``<prefix>.<name>``."""
@@ -210,6 +260,7 @@ class Service(Group):
         queue_group: str,
         workers: int,
         stats_handler: Callable[[Endpoint], Any] | None,
+        pending_limits: tuple[int | None, int | None],
     ) -> None:
         super().__init__(self, "", queue_group)
         self._nc = nc
@@ -219,7 +270,11 @@ class Service(Group):
         self.metadata = metadata
         self.id = uuid.uuid4().hex
         self._stats_handler = stats_handler
+        self._pending_limits = pending_limits  # the endpoints' defaults (msgs, bytes); None: the connection's
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"jsclient-svc-{name}")
+        # A request is handed to the pool only when a worker is free for it: the rest wait, bounded,
+        # in their endpoint's subscription.
+        self._slots = threading.Semaphore(workers)
         self._lock = threading.Lock()
         self._endpoints: list[Endpoint] = []  # guarded by _lock
         self._started = dt.datetime.now(dt.UTC)
@@ -242,24 +297,46 @@ class Service(Group):
         subject: str | None = None,
         queue_group: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
     ) -> Endpoint:
-        """An endpoint on ``<subject or name>`` (a group's endpoints come here with their full subject)."""
+        """An endpoint on ``<subject or name>`` (a group's endpoints come here with their full subject).
+
+        ``pending_msgs_limit`` / ``pending_bytes_limit`` bound the requests
+        waiting for a worker, as a subscription's pending limits do (the
+        service's, else the connection's, by default); beyond them a request
+        is dropped and reported as a slow consumer.
+        """
         _check_name("endpoint name", name)
         if subject is None:
             subject = name
         queue = self.queue_group if queue_group is None else _check_queue(queue_group)
         checked = _check_metadata(metadata)
+        msgs_limit = _check_limit("pending_msgs_limit", pending_msgs_limit)
+        bytes_limit = _check_limit("pending_bytes_limit", pending_bytes_limit)
         if not callable(handler):
             raise InvalidArgumentError(f"handler must be callable, not {handler!r}")
         check_subscribe_subject(subject, "endpoint subject")
         if self._stopped.is_set():
             raise InvalidArgumentError(f"service {self.name} is stopped")
         endpoint = Endpoint(name, subject, queue, checked, handler)
+        slots = self._slots
 
-        def hand_over(msg: Msg) -> None:  # the subscription's thread: to the pool, at once
-            self._pool.submit(self._handle, endpoint, msg)
+        def hand_over(msg: Msg) -> None:
+            """The subscription's thread: wait for a free worker, so that requests wait in the bounded queue."""
+            slots.acquire()
+            try:
+                self._pool.submit(self._handle, endpoint, msg)
+            except BaseException:
+                slots.release()
+                raise
 
-        endpoint.sub = self._nc.subscribe(subject, queue or None, cb=hand_over)
+        default_msgs, default_bytes = self._pending_limits
+        endpoint.sub = self._nc.subscribe(
+            subject, queue or None, cb=hand_over,
+            pending_msgs_limit=default_msgs if msgs_limit is None else msgs_limit,
+            pending_bytes_limit=default_bytes if bytes_limit is None else bytes_limit,
+        )
         with self._lock:
             self._endpoints.append(endpoint)
         return endpoint
@@ -272,8 +349,11 @@ class Service(Group):
             endpoint.handler(request)
         except Exception as exc:  # noqa: BLE001 - user code: answered and counted, never silent
             request.respond_error(500, f"{type(exc).__name__}: {exc}".replace("\r", " ").replace("\n", " "))
+        finally:
+            self._slots.release()  # whatever happened: the dispatchers wait for it
         elapsed = time.perf_counter_ns() - started
         with self._lock:
+            _count_drops(endpoint)  # first: the drops came before this error, if it is one
             stats = endpoint.stats
             stats.requests += 1
             stats.processing_ns += elapsed
@@ -306,6 +386,8 @@ class Service(Group):
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
+            for e in self._endpoints:
+                _count_drops(e)
             endpoints = [(e, _Stats(e.stats.requests, e.stats.errors, e.stats.processing_ns, e.stats.last_error))
                          for e in self._endpoints]
         rows = []
@@ -322,10 +404,10 @@ class Service(Group):
         return {**self._base(STATS_TYPE), "endpoints": rows, "started": started}
 
     def reset(self) -> None:
-        """Zero every endpoint's counters."""
+        """Zero every endpoint's counters (``Endpoint.dropped``, the subscription's count, goes on)."""
         with self._lock:
             for endpoint in self._endpoints:
-                endpoint.stats = _Stats()
+                endpoint.stats = _Stats(drops_seen=endpoint.dropped)
 
     # -- ending --------------------------------------------------------------------------
     def stop(self, timeout: float | None = None) -> None:
@@ -353,6 +435,18 @@ class Service(Group):
         self.stop()
 
 
+def _count_drops(endpoint: Endpoint) -> None:
+    """Count the requests dropped since last time as errors (under the service's ``_lock``)."""
+    sub, stats = endpoint.sub, endpoint.stats
+    if sub is None:
+        return
+    dropped = sub.dropped  # the reader thread's count: read once
+    if dropped > stats.drops_seen:
+        stats.errors += dropped - stats.drops_seen
+        stats.drops_seen = dropped
+        stats.last_error = str(SlowConsumerError(sub.subject, sub.sid, dropped))
+
+
 def add_service(
     nc: Connection,
     *,
@@ -363,8 +457,13 @@ def add_service(
     queue_group: str = DEFAULT_QUEUE_GROUP,
     workers: int = 4,
     stats_handler: Callable[[Endpoint], Any] | None = None,
+    pending_msgs_limit: int | None = None,
+    pending_bytes_limit: int | None = None,
 ) -> Service:
-    """Start a service (ADR-32): discoverable at once; add endpoints to it."""
+    """Start a service (ADR-32): discoverable at once; add endpoints to it.
+
+    The pending limits are its endpoints' defaults (see ``add_endpoint``).
+    """
     _check_name("service name", name)
     if not isinstance(version, str) or _SEMVER.fullmatch(version) is None:
         raise InvalidArgumentError(f"version must be a semantic version like 1.0.0, not {version!r}")
@@ -374,9 +473,12 @@ def add_service(
         raise InvalidArgumentError(f"workers must be an int >= 1, not {workers!r}")
     if stats_handler is not None and not callable(stats_handler):
         raise InvalidArgumentError(f"stats_handler must be callable, not {stats_handler!r}")
+    limits = (_check_limit("pending_msgs_limit", pending_msgs_limit),
+              _check_limit("pending_bytes_limit", pending_bytes_limit))
     return Service(
         nc, name=name, version=version, description=description, metadata=_check_metadata(metadata),
         queue_group=_check_queue(queue_group), workers=workers, stats_handler=stats_handler,
+        pending_limits=limits,
     )
 
 

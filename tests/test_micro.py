@@ -17,6 +17,8 @@ import jsclient
 from jsclient import micro
 from jsclient.server import NatsServer
 
+from .conftest import ErrorLog
+
 # The fields ADR-32 gives each discovery answer, and their JSON types.
 BASE = {"type": str, "name": str, "id": str, "version": str, "metadata": dict}
 INFO = {**BASE, "description": str, "endpoints": list}
@@ -129,6 +131,99 @@ def test_handlers_run_on_worker_threads_and_stop_drains(nc: jsclient.Connection)
         svc.add_endpoint("late", _echo)
 
 
+@pytest.mark.parametrize(
+    "limit, on", [("pending_msgs_limit", "endpoint"), ("pending_bytes_limit", "service")]
+)
+def test_a_blocked_endpoint_queues_up_to_its_limit_drops_the_rest_as_a_slow_consumer_and_recovers(
+    server: NatsServer, error_log: ErrorLog, limit: str, on: str
+) -> None:
+    """Requests wait for a worker in the endpoint's bounded queue; the overflow is dropped, reported and counted.
+
+    The limit is the endpoint's own, or the service's default for its endpoints.
+    """
+    workers, queued, flood, size = 2, 5, 60, 100
+    bound = queued if limit == "pending_msgs_limit" else queued * size  # every payload is ``size`` bytes
+    limits: dict[str, Any] = {limit: bound}
+    release = threading.Event()
+    entered = 0
+    lock = threading.Lock()
+
+    def blocked(request: micro.Request) -> None:
+        nonlocal entered
+        with lock:
+            entered += 1
+        release.wait(30)
+        request.respond(b"ok")
+
+    with (
+        jsclient.connect(server.url, error_cb=error_log) as nc,
+        jsclient.connect(server.url) as caller,
+        micro.add_service(
+            nc, name="blocked", version="1.0.0", workers=workers, **(limits if on == "service" else {})
+        ) as svc,
+    ):
+        try:
+            endpoint = svc.add_endpoint("work", blocked, subject="blocked.work", **(limits if on == "endpoint" else {}))
+            nc.flush()  # the server has the endpoint's subscription before the other connection floods it
+            assert endpoint.sub is not None
+            sub = endpoint.sub
+            inbox = caller.new_inbox()
+            answers = caller.subscribe(f"{inbox}.*")
+            most = 0
+            flooding = True
+
+            def level() -> int:
+                return endpoint.pending_msgs if limit == "pending_msgs_limit" else endpoint.pending_bytes
+
+            def watch() -> None:  # the queue's high-water mark while the flood arrives
+                nonlocal most
+                while flooding:
+                    most = max(most, level())
+                    time.sleep(0.0005)
+
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            try:
+                for i in range(flood):
+                    # One at a time, as from many callers: the service has each before the next is sent,
+                    # so only the bound (not a burst read at once) makes requests wait and drop.
+                    caller.publish("blocked.work", b"x" * size, reply=f"{inbox}.{i}")
+                    caller.flush()
+                    _settle(lambda: sub.received == i + 1)  # noqa: B023 - called at once
+                _settle(lambda: entered == workers)  # every worker holds one
+            finally:
+                flooding = False
+                watcher.join()
+            most = max(most, level())  # and at rest, the flood over
+            dropped = endpoint.dropped
+            # Taken: one per worker, one in the dispatcher's hand, the queue's worth; the rest dropped.
+            assert dropped >= flood - (workers + 1 + queued)
+            assert 0 < most <= bound
+            slow = error_log.wait_for(jsclient.SlowConsumerError)
+            assert isinstance(slow, jsclient.SlowConsumerError)
+            assert slow.subject == "blocked.work" and 1 <= slow.dropped <= dropped
+            assert all(isinstance(e, jsclient.SlowConsumerError) for e in error_log.errors)
+            row = svc.stats()["endpoints"][0]
+            assert (row["num_requests"], row["num_errors"]) == (0, dropped)
+            assert "slow consumer on subject 'blocked.work'" in row["last_error"]
+
+            release.set()
+            # Every request taken is answered, no dropped one is...
+            _settle(lambda: answers.pending_msgs == flood - dropped)
+            # ... and the service goes on answering.
+            for _ in range(10):
+                assert caller.request("blocked.work", b"x" * size, timeout=5).data == b"ok"
+            _settle(lambda: svc.stats()["endpoints"][0]["num_requests"] == flood - dropped + 10)
+            assert answers.pending_msgs == flood - dropped
+            assert (endpoint.dropped, endpoint.pending_msgs, svc.stats()["endpoints"][0]["num_errors"]) == (
+                dropped, 0, dropped
+            )
+            svc.reset()  # the stats start again; the endpoint's count of drops goes on
+            assert svc.stats()["endpoints"][0]["num_errors"] == 0 and endpoint.dropped == dropped
+        finally:
+            release.set()  # a failed test leaves no handler waiting
+
+
 def test_queue_groups(nc: jsclient.Connection) -> None:
     with (
         micro.add_service(nc, name="qs", version="1.0.0") as one,
@@ -150,12 +245,16 @@ def test_queue_groups(nc: jsclient.Connection) -> None:
         ({"metadata": {"k": 1}}, "metadata must map str to str"),
         ({"workers": 0}, "workers must be an int >= 1"),
         ({"queue_group": "bad group"}, "queue"),
+        ({"pending_msgs_limit": 0}, "pending_msgs_limit must be an int >= 1"),
+        ({"pending_bytes_limit": "1"}, "pending_bytes_limit must be an int >= 1"),
     ],
 )
 def test_bad_service_options(nc: jsclient.Connection, kwargs: dict[str, Any], fragment: str) -> None:
     options: dict[str, Any] = {"name": "ok", "version": "1.0.0", **kwargs}
     with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
         micro.add_service(nc, **options)
+    with pytest.raises(jsclient.NoRespondersError):  # refused before it subscribed to discovery
+        nc.request("$SRV.PING.ok", timeout=2)
 
 
 def test_bad_endpoint_options(nc: jsclient.Connection) -> None:
@@ -165,9 +264,14 @@ def test_bad_endpoint_options(nc: jsclient.Connection) -> None:
             (lambda: svc.add_endpoint("e", _echo, subject="a..b"), "subject"),
             (lambda: svc.add_endpoint("e", "not callable"), "handler must be callable"),  # type: ignore[arg-type]
             (lambda: svc.add_group("a.>"), "group name"),
+            (lambda: svc.add_endpoint("e", _echo, pending_msgs_limit=0), "pending_msgs_limit must be an int >= 1"),
+            (lambda: svc.add_group("g").add_endpoint("e", _echo, pending_bytes_limit=True), "pending_bytes_limit"),
         ):
             with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
                 call()  # type: ignore[no-untyped-call]
+        for subject in ("e", "g.e"):  # refused before subscribing
+            with pytest.raises(jsclient.NoRespondersError):
+                nc.request(subject, b"", timeout=2)
         svc.add_endpoint("codes", lambda r: r.respond_error("E1", "x"))  # type: ignore[arg-type]
         answer = nc.request("codes", b"", timeout=5)  # the bad code is the handler's error: a 500, not silence
         assert answer.headers[micro.ERROR_CODE_HEADER] == "500"
