@@ -3,6 +3,8 @@
 Only the public names live here; see README.rst for the tour.
 """
 
+import logging
+
 from ._version import __version__
 from .connection import Connection, State, connect
 from .errors import (
@@ -157,3 +159,7 @@ __all__ = [
     "__version__",
     "connect",
 ]
+
+# A library says nothing until the application configures logging: without this,
+# logging's last resort would print the library's warnings to stderr.
+logging.getLogger("jsclient").addHandler(logging.NullHandler())

@@ -5,7 +5,9 @@ and looked up in its workflow's table below, which says what it means there:
 hand it to the user, it was handled here, the request or batch ended, a
 passing trouble to telegraph before asking again, recreate the consumer
 (ordered), or a terminal error.  The tables are the whole policy; the
-workflows (push.py, pull.py, ordered.py, direct.py) only carry verdicts out.
+consumption engine (:mod:`.channel`) turns each verdict into an outcome and
+the workflows (push.py, pull.py, ordered.py, handles.py, direct.py, bulk.py)
+carry outcomes out.
 
 Threads:
 
@@ -53,10 +55,6 @@ class Verdict(enum.Enum):
     RESET = "reset"  # recreate the consumer (ordered)
     ERROR = "error"  # terminal: raise it (or report it, for a callback)
 
-
-#: What per-message code compares with: looking up an Enum member costs about 75 ns on Python 3.11.
-MESSAGE = Verdict.MESSAGE
-HANDLED = Verdict.HANDLED
 
 Table = Mapping[Kind, Verdict]
 
@@ -140,7 +138,7 @@ class MessageManager:
         """The verdict of ``msg`` under ``table``; flow control is answered here."""
         header = msg.header
         if header is None or status_of(header) is None:
-            return MESSAGE
+            return Verdict.MESSAGE
         status = self.status = classify(msg)
         if status.kind is Kind.FLOW_CONTROL and status.flow_control_subject:
             self.answer_flow_control(status.flow_control_subject)
