@@ -16,8 +16,10 @@ from jsclient.errors import (
     StreamNotFoundError,
 )
 from jsclient.jetstream.api import StreamInfo
+from jsclient.server import NatsServer
 
 from .conftest import ErrorLog
+from .proxy import FrameProxy
 
 pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
 
@@ -247,3 +249,92 @@ def test_drain_hands_out_what_arrived_and_strands_nothing(
     assert handed == [b"%d" % i for i in range(20)]  # 5 before the drain, the 15 buffered after it
     info = consumer.info()
     assert info.num_ack_pending == 0 and info.num_pending == 80  # none delivered and left behind
+
+
+def test_a_missed_delivery_recreates_the_ordered_consumer_at_the_next_message(server: NatsServer) -> None:
+    """The proxy drops the 50th delivery (a real server will not lose one on demand): the consumer sequence
+    skips, and the pull-based ordered consumer starts another consumer after the last message handed out."""
+    seen = {"n": 0}
+
+    def drop_one(frame: bytes) -> bytes:
+        if frame.startswith(b"MSG hord "):
+            seen["n"] += 1
+            if seen["n"] == 50:
+                return b""
+        return frame
+
+    with FrameProxy(server.host_port, drop_one) as proxy:
+        nc = jsclient.connect(proxy.url)
+        try:
+            js = nc.jetstream()
+            js.add_stream(name="HORD", subjects=["hord"])
+            for i in range(200):
+                js.publish_async("hord", b"%d" % i)
+            js.publish_async_completed(timeout=60)
+            oc = js.stream("HORD").ordered_consumer()
+            got = []
+            for msg in oc.messages(max_messages=20):
+                got.append(int(msg.data))
+                if len(got) == 200:
+                    break
+            assert got == list(range(200))
+            assert seen["n"] > 200 and oc.generation == 2  # the drop happened, and cost one recreation
+            oc.close()
+            js.delete_stream("HORD")
+        finally:
+            nc.close()
+
+
+def test_consume_reports_heartbeat_silence_and_pulls_again() -> None:
+    """A paused server: consume() reports HeartbeatsMissedError, then asks again and gets what comes next."""
+    log = ErrorLog()
+    with NatsServer() as own:
+        nc = jsclient.connect(own.url, error_cb=log)
+        try:
+            js = nc.jetstream()
+            js.add_stream(name="HBC", subjects=["hbc"])
+            consumer = js.stream("HBC").create_consumer(durable_name="c")
+            got: list[bytes] = []
+            arrived = threading.Event()
+
+            def on_msg(msg: jsclient.Msg) -> None:
+                got.append(msg.data)
+                msg.ack()
+                arrived.set()
+
+            snoop = PullSnoop(nc, "HBC", "c")
+            ctx = consumer.consume(on_msg, expires=2.0, heartbeat=0.3)
+            time.sleep(0.5)  # the pull is out and heartbeats flow
+            before = len(snoop.requests)
+            own.pause()
+            try:
+                log.wait_for(jsclient.HeartbeatsMissedError, timeout=10)
+            finally:
+                own.resume()
+            js.publish("hbc", b"after the silence")
+            assert arrived.wait(15), log.errors
+            assert got == [b"after the silence"] and ctx.error is None
+            ctx.stop()
+            assert before >= 1 and len(snoop.requests) >= 1  # asked again after the silence
+        finally:
+            nc.close()
+
+
+def test_stop_ends_messages_at_once(js: jsclient.JetStream) -> None:
+    """stop() wakes an iteration blocked on a pull that expires only in 30 s."""
+    js.add_stream(name="STOPNOW", subjects=["stopnow"])
+    consumer = js.stream("STOPNOW").create_consumer(durable_name="c")
+    messages = consumer.messages(expires=30.0)
+    ended = threading.Event()
+
+    def iterate() -> None:
+        for _ in messages:
+            pass
+        ended.set()
+
+    reader = threading.Thread(target=iterate)
+    reader.start()
+    time.sleep(0.3)  # blocked in the pull
+    messages.stop()
+    reader.join(10)  # far less than the 30 s the pull would wait
+    assert ended.is_set() and not reader.is_alive()

@@ -315,6 +315,34 @@ def test_heartbeat_alarm_when_server_paused() -> None:
             nc.close()
 
 
+def test_a_custom_heartbeat_alarm_fires_once_per_silence() -> None:
+    """heartbeat_alarm=0.5 (not the default 3 x 0.1): one report for each silence, however long it lasts."""
+    log = ErrorLog()
+
+    def missed() -> list[Exception]:
+        return [e for e in log.errors if isinstance(e, errors.HeartbeatsMissedError)]
+
+    with NatsServer() as server:
+        nc = jsclient.connect(server.url, error_cb=log)
+        try:
+            js = nc.jetstream()
+            js.add_stream(name="HBA", subjects=["hba"])
+            js.subscribe("hba", cb=lambda m: None, idle_heartbeat=0.1, heartbeat_alarm=0.5)
+            for silence in (1, 2):
+                time.sleep(0.5)  # heartbeats flowing
+                assert len(missed()) == silence - 1
+                server.pause()
+                try:
+                    log.wait_for(errors.HeartbeatsMissedError, timeout=5)
+                    time.sleep(2.0)  # four alarm periods more of the same silence
+                finally:
+                    server.resume()
+                assert len(missed()) == silence, missed()
+            assert "for 0.5 s" in str(missed()[0])
+        finally:
+            nc.close()
+
+
 def test_no_alarm_without_heartbeats(nc: jsclient.Connection, js: jsclient.JetStream) -> None:
     sub = js.subscribe("orders.new")
     with pytest.raises(jsclient.TimeoutError):
