@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from jsclient.errors import (
     ObjectStoreNotFoundError,
 )
 from jsclient.server import NatsServer
+
+from .proxy import FrameProxy
 
 pytestmark = pytest.mark.compat  # in the subset make test runs on every older server
 
@@ -272,7 +275,8 @@ def test_interrupted_put_leaves_the_previous_version(js: jsclient.JetStream, obs
 
 
 def test_put_cut_by_a_stalled_server_is_never_visible() -> None:
-    """The server stops answering (SIGSTOP) mid-put: the put fails by its timeout, the old version stays."""
+    """The server stops answering (SIGSTOP) mid-put: the put fails by its timeout, the old version stays,
+    and the chunks it stored are purged once the server answers again."""
     with NatsServer() as server, jsclient.connect(server.url) as nc:
         store = nc.jetstream(timeout=2).create_object_store("stall")
         store.put("doc", b"version one")
@@ -283,6 +287,12 @@ def test_put_cut_by_a_stalled_server_is_never_visible() -> None:
             server.resume()
         assert store.get_bytes("doc") == b"version one"
         assert store.info("doc").size == len(b"version one")
+        # The purge failed with the put (the server was still stopped): it is retried until it is done.
+        js = nc.jetstream()
+        deadline = time.monotonic() + 30
+        while js.stream_info("OBJ_stall").state.messages != 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert js.stream_info("OBJ_stall").state.messages == 2  # the old chunk and meta only
 
 
 def test_fifty_mib_streams_in_and_out_with_bounded_memory(tmp_path: Path) -> None:
@@ -346,3 +356,27 @@ def test_interop_with_nats_py_object_store(nc: jsclient.Connection, js: jsclient
     finally:
         thread.join(30)
     assert holder == [(mine, "written by jsclient", written.digest)]
+
+
+def test_a_put_timed_out_on_a_lost_ack_leaves_no_chunk() -> None:
+    """The proxy drops the ack of the third chunk (a real server will not lose one on demand): the put
+    fails by its timeout, and every chunk it stored is purged; the previous version stays."""
+    acks = {"n": 0}
+
+    def drop_third_ack(frame: bytes) -> bytes:
+        if frame.startswith(b"MSG _INBOX.") and b'"stream":"OBJ_lost"' in frame:
+            acks["n"] += 1
+            if acks["n"] == 3 + 2:  # after the first put's chunk and meta acks
+                return b""
+        return frame
+
+    with NatsServer() as server, FrameProxy(server.host_port, drop_third_ack) as proxy, \
+            jsclient.connect(proxy.url) as nc:
+        js = nc.jetstream(timeout=2)
+        store = js.create_object_store("lost")
+        store.put("doc", b"version one")
+        with pytest.raises(jsclient.TimeoutError):
+            store.put("doc", b"x" * 10_000, chunk_size=1000, timeout=1)
+        assert acks["n"] >= 5  # the drop happened
+        assert js.stream_info("OBJ_lost").state.messages == 2  # the old chunk and meta only
+        assert store.get_bytes("doc") == b"version one"

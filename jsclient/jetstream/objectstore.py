@@ -5,7 +5,10 @@ Bucket ``B`` is the stream ``OBJ_B``.  An object's bytes are chunks on
 on ``$O.B.M.<base64url(name)>``, rolled up so only the latest stays.  The
 description goes last: until it is stored, readers see the previous version
 (or nothing), so a put cut short never shows a half object.  The previous
-version's chunks are purged once the new description is stored.
+version's chunks are purged once the new description is stored; a put that
+fails purges the chunks it stored, and when the stream cannot be reached
+(perhaps why it failed) a ``jsclient-obj-purge`` thread keeps trying for
+``PURGE_RETRY`` (ten minutes) while the connection is open.
 
 Runs on the caller's thread.  An :class:`ObjectStore` holds no mutable state
 and may be shared; an :class:`ObjectReader` or :class:`ObjectWatcher` belongs
@@ -26,6 +29,7 @@ import datetime as dt
 import hashlib
 import os
 import secrets
+import threading
 from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
@@ -34,10 +38,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from msgspec import UNSET
+from tenacity import RetryError
 
+from ..backoff import Backoff
 from ..checks import seconds, whole
 from ..errors import (
     DirectGetDisabledError,
+    Error,
     InvalidArgumentError,
     MessageNotFoundError,
     ObjectExistsError,
@@ -93,9 +100,11 @@ __all__ = [
     "store_config",
 ]
 
-#: Chunks a put leaves unacknowledged at most (their bytes are the put's memory): 8 MiB of default
-#: chunks.  16 put 64 MiB at 590 MiB/s on loopback, 64 at 660, 128 at 720.
+#: Chunks a put leaves unacknowledged at most: their bytes are the put's memory (8 MiB of default chunks),
+#: and a deeper window gained little throughput on loopback.
 PUT_WINDOW = 64
+#: How a failed put's chunks are purged when the stream cannot be reached at once: for up to ten minutes.
+PURGE_RETRY = Backoff(initial=0.1, maximum=5.0, within=600.0)
 ROLLUP = {"Nats-Rollup": "sub"}
 
 Data = bytes | bytearray | memoryview | IO[bytes] | os.PathLike[str]
@@ -272,12 +281,35 @@ class ObjectStore:
             info = self._put_chunks(source, subject, info, size, wait)
             self._js.publish(self._meta_subject(name), info.to_json(), headers=ROLLUP, timeout=wait)
         except BaseException:
-            with contextlib.suppress(Exception):  # best effort: the stream may be what failed
-                self._js.purge_stream(self.stream, subject=subject)
+            self._purge_failed_put(subject)
             raise
         if previous is not None and previous.nuid and previous.nuid != info.nuid and not previous.deleted:
             self._js.purge_stream(self.stream, subject=self._chunk_subject(previous.nuid))
         return replace(info, mtime=_now())
+
+    def _purge_failed_put(self, subject: str) -> None:
+        """Purge the chunks a failed put stored; if the stream cannot be reached now (the put may have failed
+        for that), keep trying on a thread of its own, so that no chunk outlives the failure."""
+        try:
+            self._js.purge_stream(self.stream, subject=subject)
+        except Error:
+            threading.Thread(target=self._purge_in_background, args=(subject,), name="jsclient-obj-purge",
+                             daemon=True).start()
+
+    def _purge_in_background(self, subject: str) -> None:
+        """``jsclient-obj-purge`` thread: retry until purged, the connection closes, or PURGE_RETRY gives up."""
+        with contextlib.suppress(RetryError):
+            PURGE_RETRY.retrying(until_true=True)(self._try_purge, subject)
+
+    def _try_purge(self, subject: str) -> bool:
+        """One try; True when there is nothing more to do."""
+        if self._js.conn.is_closed:
+            return True
+        try:
+            self._js.purge_stream(self.stream, subject=subject)
+        except Error:
+            return False
+        return True
 
     def _put_chunks(
         self, source: IO[bytes] | memoryview, subject: str, info: ObjectInfo, size: int, wait: float
