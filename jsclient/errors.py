@@ -87,6 +87,14 @@ class InvalidArgumentError(Error, ValueError):
     failure = RequestFailure.INVALID_ARGUMENT
 
 
+class UsageError(InvalidArgumentError):
+    """A mistake in the ``jsclient`` command line itself (the command prints its usage)."""
+
+
+class ServerNotFoundError(Error):
+    """No nats-server binary could be found (:mod:`jsclient.server`)."""
+
+
 class BadSubjectError(InvalidArgumentError):
     """A subject is empty, contains whitespace or empty tokens, or misuses wildcards."""
 
@@ -222,6 +230,10 @@ class BadAckSubjectError(InvalidArgumentError):
 
 class JetStreamError(Error):
     """Base of JetStream errors."""
+
+
+class DataLossError(JetStreamError):
+    """The stream no longer holds messages a Spark query still needs (its ``failOnDataLoss`` option)."""
 
 
 class JetStreamAPIError(JetStreamError):

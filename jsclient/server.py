@@ -24,12 +24,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .errors import Error, InvalidArgumentError
+from .errors import Error, InvalidArgumentError, ServerNotFoundError
 from .release import ServerVersion
-
-
-class ServerNotFoundError(Error):
-    """No nats-server binary could be found."""
 
 
 def find_server_binary() -> str:

@@ -88,3 +88,33 @@ def test_input_gaps_are_named_before_anything_is_sent(server: NatsServer, tmp_pa
     missing = f"{tmp_path}/nowhere.creds"
     with pytest.raises(jsclient.InvalidArgumentError, match=r"cannot read creds file .*nowhere\.creds"):
         jsclient.connect(server.url, creds_file=missing, allow_reconnect=False)  # the server asks for no nonce
+
+
+#: Exceptions that never reach a user: each is caught inside the package (or is a jsclient bug).
+INTERNAL = {
+    "jsclient.jetstream.channel.Woken": "wakes a taker; the consumption engine turns it into an Outcome",
+    "jsclient.core.state.TransitionError": "a state-machine bug in jsclient, not something to catch",
+}
+
+
+def test_every_exception_the_package_defines_is_one_tree_exported_whole() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    found = {}
+    for info in pkgutil.walk_packages(jsclient.__path__, "jsclient."):
+        if info.name.endswith("__main__"):
+            continue  # runs the command
+        if info.name.startswith("jsclient.spark"):
+            pytest.importorskip("pyspark")
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name:
+                found[f"{info.name}.{name}"] = obj
+    public = {key: cls for key, cls in found.items() if key not in INTERNAL}
+    assert set(INTERNAL) <= set(found)
+    for key, cls in public.items():
+        assert key.startswith("jsclient.errors."), f"{key} is defined outside jsclient.errors"
+        assert issubclass(cls, jsclient.Error), f"{key} is not a jsclient.Error"
+        assert getattr(jsclient, cls.__name__, None) is cls and cls.__name__ in jsclient.__all__, key

@@ -10,7 +10,7 @@ Exit codes: 0 success, 1 a NATS/JetStream error, 2 a usage error,
 This package's :func:`main` runs a command line; the rest is by topic, re-exported here:
 :mod:`.parser` (the subcommands' options and the checks made before connecting),
 :mod:`.natscommands` and :mod:`.jscommands` (the core NATS and the JetStream subcommands),
-:mod:`.output` (JSON, tables, progress), :mod:`.command` (the connection, exit codes, UsageError).
+:mod:`.output` (JSON, tables, progress), :mod:`.command` (the connection, exit codes).
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ..errors import Error, InvalidArgumentError, TimeoutError
+from ..errors import Error, InvalidArgumentError, TimeoutError, UsageError
 from .command import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TIMEOUT,
     EXIT_USAGE,
-    UsageError,
     connection,
 )
 from .jscommands import cmd_consumer, cmd_counter, cmd_kv, cmd_stream

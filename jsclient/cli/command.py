@@ -1,5 +1,5 @@
-"""What every subcommand shares: the connection its options ask for, the exit code it returns, and
-:class:`UsageError` for a mistake in the command line.
+"""What every subcommand shares: the connection its options ask for and the exit code it returns
+(a mistake in the command line is :class:`jsclient.UsageError`).
 
 Runs on the main thread of the command's process (a subcommand opens its one connection with
 :func:`connection` and closes it on the way out).
@@ -15,10 +15,6 @@ from collections.abc import Iterator
 from ..connection import Connection, connect
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-class UsageError(Exception):
-    """A mistake in the command line itself."""
 
 
 @contextlib.contextmanager

@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 
 from ..connection import connect
-from ..errors import Error, NoRespondersError, TimeoutError
+from ..errors import Error, NoRespondersError, TimeoutError, UsageError
 from ..headers import Headers
-from .command import EXIT_OK, UsageError, connection
+from .command import EXIT_OK, connection
 from .output import Progress, emit_json, show_msg, table
 
 

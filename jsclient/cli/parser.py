@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from .. import __version__
-from .command import UsageError
+from ..errors import UsageError
 from .jscommands import cmd_consumer, cmd_counter, cmd_kv, cmd_stream
 from .natscommands import cmd_bench, cmd_micro, cmd_pub, cmd_reply, cmd_req, cmd_server, cmd_sub
 

@@ -62,7 +62,7 @@ except ImportError:  # pragma: no cover - older Spark: rows, turned into record 
     DataSourceArrowWriter = DataSourceWriter  # type: ignore[assignment,misc]
     DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[assignment,misc]
 
-from ..errors import Error, JetStreamError, MessageNotFoundError, NoRespondersError
+from ..errors import DataLossError, Error, MessageNotFoundError, NoRespondersError
 from ..jetstream.api import ConsumerConfig, Duration
 from ..jetstream.direct import count_matching, no_direct
 from . import sink
@@ -87,10 +87,6 @@ log = logging.getLogger("jsclient.spark")
 BULK_BYTES = 4 << 20
 #: Seconds without a pull after which the server removes a task's consumer (a task that died before deleting it).
 CONSUMER_IDLE = 300.0
-
-
-class DataLossError(JetStreamError):
-    """The stream no longer holds messages a query still needs (failOnDataLoss)."""
 
 
 class SequenceRange(InputPartition):
