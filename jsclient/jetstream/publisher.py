@@ -1,0 +1,335 @@
+"""Publishing with acks: ``publish``, ``publish_async`` and its window, and :class:`PublishOptions`.
+
+Runs on the calling (user) thread.  ``publish_async`` acks are decoded on the
+connection's reader thread (library code only; done-callbacks run on its
+events thread, a retry's next try is sent from its timer thread).  The
+async-publish window (:class:`_Window`: the count of outstanding async
+publishes, guarded by its lock) is the only mutable state here, so one
+publisher may be shared by many threads.  A forked child gets a new window:
+the parent's acks never reach the child, and a lock a parent's thread held at
+the fork would stay held.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ..backoff import Backoff
+from ..checks import check_timeout, seconds, whole
+from ..core import fork
+from ..errors import Error, InvalidArgumentError, NoRespondersError, NoStreamResponseError, TimeoutError
+from ..futures import ReplyKind
+from ..headers import Headers, HeadersInput, status_of
+from . import api, features, msgopts
+from .api import PubAck
+
+if TYPE_CHECKING:
+    from ..message import Msg
+    from .context import JetStream
+
+#: A 503 from a JetStream publish usually means a leader election: four tries, 50 ms doubling up to 1 s apart.
+PUBLISH_RETRY = Backoff(initial=0.05, maximum=1.0, attempts=4)
+
+
+class PublishOptions(msgspec.Struct, frozen=True, gc=False):
+    """The per-message options of one publish: what it expects of the stream, its TTL and its schedule.
+
+    Built once per call by :func:`publish_options`; :meth:`headers` checks
+    every option, naming a bad one, before anything is sent.  Untracked by
+    the garbage collector (cheaper to make): built after its values and
+    frozen, it cannot be part of a reference cycle.
+    """
+
+    msg_id: str | None = None
+    expected_stream: str | None = None
+    expected_last_seq: int | None = None
+    expected_last_subject_seq: int | None = None
+    expected_last_msg_id: str | None = None
+    ttl: msgopts.TTL | None = None
+    schedule: msgopts.Schedule | None = None
+    schedule_target: str | None = None
+    schedule_source: str | None = None
+    schedule_ttl: msgopts.TTL | None = None
+    schedule_time_zone: str | None = None
+
+    def headers(self, subject: str, headers: HeadersInput | None, require: Callable[..., int]) -> Headers:
+        """The caller's headers plus those the options ask for; ``require`` checks the server has what they need."""
+        hdrs = Headers(headers) if headers is not None else Headers()
+        for name, value in (("Nats-Msg-Id", self.msg_id), ("Nats-Expected-Last-Msg-Id", self.expected_last_msg_id)):
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise InvalidArgumentError(f"{name} must be a non-empty str, not {value!r}")
+                hdrs[name] = value
+        if self.expected_stream is not None:
+            hdrs["Nats-Expected-Stream"] = api.check_name("expected_stream", self.expected_stream)
+        for name, number in (
+            ("Nats-Expected-Last-Sequence", self.expected_last_seq),
+            ("Nats-Expected-Last-Subject-Sequence", self.expected_last_subject_seq),
+        ):
+            if number is not None:
+                hdrs[name] = str(whole(name, number, 0))
+        needs: list[features.Feature] = []
+        if self.ttl is not None:
+            hdrs[msgopts.TTL_HEADER] = msgopts.ttl_value("ttl", self.ttl)
+            needs.append(features.MESSAGE_TTL)
+        if self.schedule is not None:
+            scheduled = msgopts.schedule_headers(
+                subject, self.schedule, self.schedule_target, self.schedule_source, self.schedule_ttl,
+                self.schedule_time_zone,
+            )
+            for name, value in scheduled.items():
+                hdrs[name] = value
+            needs.append(features.SCHEDULES)
+            if msgopts.repeats(scheduled):
+                needs.append(features.REPEATING_SCHEDULES)
+        else:
+            for name, option in (("schedule_target", self.schedule_target), ("schedule_source", self.schedule_source),
+                                 ("schedule_ttl", self.schedule_ttl), ("schedule_time_zone", self.schedule_time_zone)):
+                if option is not None:
+                    raise InvalidArgumentError(f"{name} needs schedule")
+        require(*needs)
+        return hdrs
+
+
+#: A publish without msg_id, expectations, ttl or schedule: the common case, told apart by identity.
+NO_OPTIONS = PublishOptions()
+
+
+def publish_options(
+    msg_id: str | None,
+    expected_stream: str | None,
+    expected_last_seq: int | None,
+    expected_last_subject_seq: int | None,
+    expected_last_msg_id: str | None,
+    ttl: msgopts.TTL | None,
+    schedule: msgopts.Schedule | None,
+    schedule_target: str | None,
+    schedule_source: str | None,
+    schedule_ttl: msgopts.TTL | None,
+    schedule_time_zone: str | None,
+) -> PublishOptions:
+    """The options of one publish, in field order; :data:`NO_OPTIONS` itself when none is given.
+
+    Positional, and nothing is allocated in the common case without options:
+    every publish makes this call, so it is kept as cheap as a tuple.
+    """
+    if (
+        msg_id is None and expected_stream is None and expected_last_seq is None and expected_last_subject_seq is None
+        and expected_last_msg_id is None and ttl is None and schedule is None and schedule_target is None
+        and schedule_source is None and schedule_ttl is None and schedule_time_zone is None
+    ):
+        return NO_OPTIONS
+    return PublishOptions(
+        msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl, schedule,
+        schedule_target, schedule_source, schedule_ttl, schedule_time_zone,
+    )
+
+
+def window_size(publish_async_max_pending: object) -> int:
+    """A context's ``publish_async_max_pending``, checked: how many async publishes may await their acks."""
+    if (
+        isinstance(publish_async_max_pending, bool)
+        or not isinstance(publish_async_max_pending, int)
+        or publish_async_max_pending < 1
+    ):
+        raise InvalidArgumentError(
+            f"publish_async_max_pending must be a positive int, not {publish_async_max_pending!r}"
+        )
+    return publish_async_max_pending
+
+
+class _Window:
+    """The async-publish window of one context in one process."""
+
+    __slots__ = ("blocked", "cond", "lock", "pending")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.pending = 0  # async publishes not settled yet (guarded by lock)
+        self.blocked = 0  # publishers waiting for the window to reopen (guarded by lock)
+
+
+class Publisher:
+    """The publishing part of a :class:`~jsclient.jetstream.context.JetStream`: acks awaited or as futures.
+
+    It reads the context's ``conn``, ``timeout`` and
+    ``publish_async_max_pending`` at each call, so they stay the context's.
+    """
+
+    def __init__(self, js: JetStream) -> None:
+        self._js = js
+        self._window = _Window()
+        # How an async publish's reply settles its future: decoded as an ack, reopening the window.
+        self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, self._send_pending)
+        # Tries of a publish with retries: their caller's future reopens the window, once, when it resolves.
+        self._retry_kind = ReplyKind(_decode_async_ack, None, self._send_pending)
+        limit = js.publish_async_max_pending
+        self._resume_at = limit - max(1, limit // 8)
+        fork.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """The fork hook (see :mod:`jsclient.core.fork`): the child's publishes start with a window of their own."""
+        self._window = _Window()
+
+    def publish(
+        self, subject: str, payload: bytes, options: PublishOptions, headers: HeadersInput | None,
+        timeout: float | None,
+    ) -> PubAck:
+        """:meth:`JetStream.publish <jsclient.jetstream.context.JetStream.publish>`."""
+        hdrs = headers if options is NO_OPTIONS else options.headers(subject, headers, self._js.require)
+        if timeout:
+            check_timeout(timeout)
+        js = self._js
+        wait = timeout or js.timeout
+        try:
+            reply = js.conn.core.request(subject, payload, wait, hdrs, api.PUB_ACK_REPLY)
+        except NoRespondersError:
+            request = js.conn.request
+            reply = _retry_unanswered(lambda: request(subject, payload, timeout=wait, headers=hdrs), subject)
+        if isinstance(reply, PubAck):
+            return reply  # read as it arrived
+        return api.decode_pub_ack(reply.data)
+
+    def publish_async(
+        self, subject: str, payload: bytes, options: PublishOptions, headers: HeadersInput | None,
+        timeout: float | None, retry_on_no_responders: int,
+    ) -> Future[PubAck]:
+        """:meth:`JetStream.publish_async <jsclient.jetstream.context.JetStream.publish_async>`."""
+        hdrs = headers if options is NO_OPTIONS else options.headers(subject, headers, self._js.require)
+        js = self._js
+        wait = js.timeout if timeout is None else seconds("timeout", timeout)
+        retries = (  # whole() only when the common plain int would not pass: it costs a call per message
+            retry_on_no_responders
+            if type(retry_on_no_responders) is int and retry_on_no_responders >= 0
+            else whole("retry_on_no_responders", retry_on_no_responders, 0)
+        )
+        window = self._window
+        limit = js.publish_async_max_pending
+        lock = window.lock
+        lock.acquire()
+        try:
+            if window.pending >= limit:
+                lock.release()
+                try:
+                    js.conn.core.send_pending()  # what the window holds goes now: its acks reopen it
+                finally:
+                    lock.acquire()
+                window.blocked += 1
+                try:
+                    reopened = window.cond.wait_for(lambda: window.pending < limit, wait)
+                finally:
+                    window.blocked -= 1
+                if not reopened:
+                    raise TimeoutError(
+                        f"publish_async: {window.pending} acks still outstanding after {wait} s "
+                        f"(publish_async_max_pending={limit})"
+                    )
+            window.pending += 1
+        finally:
+            lock.release()
+        try:
+            if not retries:
+                return js.conn.core.request_async(subject, payload, wait, hdrs, self._ack_kind)
+            outer: Future[PubAck] = Future()
+            self._attempt(outer, subject, payload, wait, hdrs, retries, 0)
+            return outer
+        except BaseException:
+            self._release_pending(1)
+            raise
+
+    def _attempt(
+        self, outer: Future[PubAck], subject: str, payload: bytes, wait: float, hdrs: HeadersInput | None,
+        left: int, attempt: int,
+    ) -> None:
+        """One try of a publish_async with retries; the window slot is released when ``outer`` resolves."""
+        conn = self._js.conn
+        inner = conn.core.request_async(subject, payload, wait, hdrs, self._retry_kind)
+
+        def settled(done: Future[PubAck]) -> None:  # the events thread
+            error = done.exception()
+            if isinstance(error, NoStreamResponseError) and left > 0:
+                def again() -> None:  # the timer thread
+                    try:
+                        self._attempt(outer, subject, payload, wait, hdrs, left - 1, attempt + 1)
+                    except Error as exc:
+                        outer.set_exception(exc)
+                        self._release_pending(1)
+
+                conn.core.timers.call_later(PUBLISH_RETRY.delay(attempt + 1), again)
+                return
+            if error is not None:
+                outer.set_exception(error)
+            else:
+                outer.set_result(done.result())
+            self._release_pending(1)
+
+        inner.add_done_callback(settled)
+
+    def _send_pending(self) -> None:
+        """Before a publish_async future blocks: send what the connection buffered (its current session)."""
+        self._js.conn.core.send_pending()
+
+    def _release_pending(self, settled: int) -> None:
+        """Reader or timer thread (or a failed publish): ``settled`` async publishes settled."""
+        window = self._window
+        with window.lock:
+            window.pending -= settled
+            # A full window wakes its publishers only once an eighth has drained (or all of it):
+            # waking them for every single ack would cost a thread switch per message.
+            if window.pending == 0 or (window.blocked and window.pending <= self._resume_at):
+                window.cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Async publishes not settled yet."""
+        return self._window.pending
+
+    def completed(self, timeout: float) -> None:
+        """:meth:`JetStream.publish_async_completed <jsclient.jetstream.context.JetStream.publish_async_completed>`."""
+        self._js.conn.core.send_pending()
+        window = self._window
+        with window.cond:
+            if not window.cond.wait_for(lambda: window.pending == 0, timeout):
+                raise TimeoutError(
+                    f"publish_async_completed: {window.pending} acks still outstanding after {timeout} s"
+                )
+
+
+def _retry_unanswered(send: Callable[[], Msg], subject: str) -> Msg:
+    """Send again, with backoff, while no stream answers (a leader election); then NoStreamResponseError."""
+    try:
+        for attempt in PUBLISH_RETRY.retrying(on=(NoRespondersError,)):
+            with attempt:
+                return send()
+    except NoRespondersError:
+        pass
+    raise no_stream(subject)
+
+
+def no_stream(subject: str) -> NoStreamResponseError:
+    """The error of a JetStream publish nobody answered (503): no stream stores ``subject``."""
+    return NoStreamResponseError(
+        f"no stream answered a publish to {subject!r}: no stream stores that subject, or JetStream is unavailable"
+    )
+
+
+def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
+    """Reader thread: the ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
+    data = msg.data
+    if data and b'"error"' not in data:
+        try:
+            return _decode_plain_ack(data)  # the common case, without a call in between
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass  # decode_pub_ack names the problem
+    elif not data and status_of(msg.header) == 503:
+        raise no_stream(subject)
+    return api.decode_pub_ack(data)
+
+
+_decode_plain_ack = api.PUB_ACK_DECODER.decode
