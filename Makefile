@@ -51,7 +51,8 @@ soak: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-## make bench: jsclient beside nats-py, pynats2 and a raw-socket bound, in one run.
+## make bench: jsclient beside nats-py, nats-py-sync, nats-py on a loop thread, pynats2 and a raw-socket bound,
+## in one run: rate and client CPU per operation (--json FILE keeps every round); exits 1 if a run gives no figure.
 bench: $(STAMP)
 	$(PY) -m benchmarks
 

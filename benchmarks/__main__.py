@@ -1,36 +1,47 @@
-"""`make bench`: jsclient beside nats-py, pynats2 and a raw-socket bound, in one run.
+"""`make bench`: jsclient beside nats-py, nats-py-sync, nats-py on a loop thread, pynats2 and a raw-socket bound.
 
-Usage: python -m benchmarks [--repeat N] [--scale F] [--rows a,b] [--json FILE]
+Usage: python -m benchmarks [--repeat N] [--scale F] [--rows a,b] [--json FILE] [--old TREE]
 
 One nats-server, one shared responder process, one feeder process per
 subscribe measurement; every (row, client) pair runs in a fresh process so no
 client inherits another's threads or event loop.  On a machine with two or
-more cores the server, feeder and responder are pinned to core 0 and the
+more cores the server, feeder, churner and responder are pinned to core 0 and the
 measured client to core 1, the same for every client, so the infrastructure
 does not steal the client's core at random (unpinned runs here varied by 2x).  Each pair runs ``--repeat``
 times, the clients of a row taking turns (jsclient and raw side by side, see :func:`round_order`), and the
-median is reported, with the ratio to nats-py, the share of raw and the target.
-These are measurements, not tests: nothing here asserts a time.
+median is reported: the rate, and beside it the client process's CPU per operation over the timed part
+(user + sys of all its threads), with the ratio to nats-py, the share of raw and the target.
+
+Three tables: client speed (every client doing the same work), feature against feature (rows where the
+clients do different things, labelled so: not a measure of client speed), and threads (calls from 1, 8
+and 64 threads of one process, with latency).  A run that gives no figure is an error: it is shown in its
+cell and listed, and the run exits with status 1.  These are measurements, not tests: nothing here
+asserts a time.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from benchmarks import report
+from benchmarks.common import Figure
+from benchmarks.report import FEATURES, MAIN, SHARE, THREADS
 from jsclient.server import NatsServer
 
 ROOT = Path(__file__).resolve().parent.parent
+
 
 
 @dataclass(frozen=True)
@@ -51,47 +62,78 @@ class Row:
     #: against 3 to 4.5 us of the server's), so with the server held to one core that row measures nats-server
     #: alone; on one machine whose cores both may work, it is the bulk load a user runs.
     pinned: bool = True
+    table: str = MAIN
 
 
-ALL = ("jsclient", "nats-py", "pynats2", "raw")
+#: Every client, in the tables' order.  nats-py-sync is the blocking wrapper a sync user finds on PyPI;
+#: nats-py-thread is nats-py on an asyncio loop in a background thread, called through
+#: run_coroutine_threadsafe (benchmarks.common.LoopThread).
+PEERS = ("jsclient", "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "raw")
+ALL = PEERS
+SYNC = ("nats-py-sync", "nats-py-thread")
 ROWS = [
     Row("publish", "publish msgs/s (128 B)", 500_000, ALL, 2.5),
     Row("next_msg", "subscribe next_msg msgs/s", 200_000, ALL, 8.0),
-    Row("callback", "subscribe callback msgs/s", 200_000, ALL, 1.5),
+    # nats-py-sync has no callback API.
+    Row("callback", "subscribe callback msgs/s", 200_000, ("jsclient", "nats-py", "pynats2", "raw"), 1.5),
     Row("request", "request/reply req/s, 1 in flight", 5_000, ALL, None),
-    Row("request_concurrent", "request/reply req/s, 16 in flight", 20_000, ("jsclient", "nats-py", "raw"), 2.0),
+    Row("request_concurrent", "request/reply req/s, 16 in flight", 20_000,
+        ("jsclient", "nats-py", "nats-py-thread", "raw"), 2.0),
     Row("request_threads", "request/reply req/s, 16 threads", 20_000, ("jsclient",), None),
     # Target: the TCP rows' targets less a quarter (WebSocket framing costs every client alike).
-    Row("ws_publish", "WebSocket publish msgs/s (128 B)", 500_000, ("jsclient", "nats-py"), 1.9, websocket=True),
-    Row("ws_next_msg", "WebSocket next_msg msgs/s", 200_000, ("jsclient", "nats-py"), 6.0, websocket=True),
+    Row("ws_publish", "WebSocket publish msgs/s (128 B)", 500_000, ("jsclient", "nats-py", "nats-py-sync"), 1.9,
+        websocket=True),
+    Row("ws_next_msg", "WebSocket next_msg msgs/s", 200_000, ("jsclient", "nats-py", "nats-py-sync"), 6.0,
+        websocket=True),
 ]
 JS = ("jsclient", "nats-py")
 JS_RAW = (*JS, "raw")  # the raw socket shows what the server allows
+KV_PEERS = (*JS, *SYNC, "raw")  # nats-py-sync's API reaches KV and (by its request) a JetStream publish
+DIRECT_PEERS = (*JS, "nats-py-thread", "raw")  # nats-py-sync has no direct get
 JS_MODULE = "benchmarks.js_clients"
 JS_ROWS = [
-    Row("js_publish", "js.publish (await each ack) msgs/s", 20_000, JS_RAW, 2.5, JS_MODULE),
+    Row("js_publish", "js.publish (await each ack) msgs/s", 20_000, KV_PEERS, 2.5, JS_MODULE),
     Row("js_publish_async", "js.publish_async (window) msgs/s", 100_000, JS_RAW, 3.0, JS_MODULE),
-    Row("js_publish_stream", "fast-ingest publish_stream (nats-py: async) msgs/s", 200_000, JS, None, JS_MODULE),
-    Row("js_publish_batch", "atomic batch of 1000 (nats-py: async) msgs/s", 100_000, JS, None, JS_MODULE),
     Row("push_ack", "push next_msg + ack msgs/s", 100_000, JS, 3.0, JS_MODULE),
     Row("fetch_ack", "pull fetch(500) + ack msgs/s", 200_000, JS, 3.0, JS_MODULE),
     Row("pull_messages", "pull messages() + ack msgs/s", 200_000, ("jsclient",), None, JS_MODULE),
     Row("consume", "consume(cb) + ack msgs/s (ADR-37)", 200_000, JS, 3.0, JS_MODULE),
     Row("consumer_messages", "consumer.messages() + ack msgs/s", 200_000, JS, 3.0, JS_MODULE),
     Row("ordered", "ordered consumer replay msgs/s", 500_000, JS, 2.0, JS_MODULE),
-    Row("direct_last", "direct get, last by subject ops/s", 5_000, JS_RAW, 2.0, JS_MODULE),
-    Row("direct_batch", "direct get batch (nats-py: single gets) msgs/s", 100_000, JS, 10.0, JS_MODULE),
-    Row("kv_get", "kv.get ops/s", 5_000, JS_RAW, 2.0, JS_MODULE),
+    Row("direct_last", "direct get, last by subject ops/s", 5_000, DIRECT_PEERS, 2.0, JS_MODULE),
+    Row("direct_last_changing", "direct get, last by subject, values changing ops/s", 5_000, DIRECT_PEERS, None,
+        JS_MODULE),
+    Row("kv_get", "kv.get ops/s", 5_000, KV_PEERS, 2.0, JS_MODULE),
+    Row("kv_get_changing", "kv.get, values changing ops/s", 5_000, KV_PEERS, None, JS_MODULE),
+    Row("kv_put", "kv.put ops/s", 5_000, KV_PEERS, None, JS_MODULE),
     Row("obj_put", "object store put MiB/s (one 64 MiB object)", 64, JS, 2.0, JS_MODULE, own_server=True),
-    Row("obj_get", "object store get MiB/s (one 64 MiB object)", 64, JS, 2.0, JS_MODULE, own_server=True),
-    Row("js_publish_stream_unpinned", "bulk load, nothing pinned: publish_stream msgs/s", 200_000, ("jsclient",),
-        None, JS_MODULE, own_server=True, pinned=False),
-    Row("js_publish_async_unpinned", "bulk load, nothing pinned: publish_async msgs/s", 200_000, ("jsclient",),
-        None, JS_MODULE, own_server=True, pinned=False),
+    Row("obj_get", "object store get MiB/s (nats-py: result.data)", 64, JS, 2.0, JS_MODULE, own_server=True),
+    Row("obj_get_writeinto", "object store get into a file object MiB/s", 64, JS, None, JS_MODULE,
+        own_server=True),
     Row("watchdog", "watchdog: 5,000 heartbeat subs, % of a core", 5_000, ("jsclient",), None, JS_MODULE, False),
+    # Feature against feature: the clients (or jsclient's two rows) do different work.
+    Row("js_publish_stream", "fast-ingest publish_stream (nats-py: async) msgs/s", 200_000, JS, None, JS_MODULE,
+        table=FEATURES),
+    Row("js_publish_batch", "atomic batch of 1000 (nats-py: async) msgs/s", 100_000, JS, None, JS_MODULE,
+        table=FEATURES),
+    Row("direct_batch", "direct get batch (nats-py: single gets) msgs/s", 100_000, JS, 10.0, JS_MODULE,
+        table=FEATURES),
+    Row("js_publish_stream_unpinned", "bulk load, nothing pinned: publish_stream msgs/s", 200_000, ("jsclient",),
+        None, JS_MODULE, own_server=True, pinned=False, table=FEATURES),
+    Row("js_publish_async_unpinned", "bulk load, nothing pinned: publish_async msgs/s", 200_000, ("jsclient",),
+        None, JS_MODULE, own_server=True, pinned=False, table=FEATURES),
 ]
+THREAD_PEERS = ("jsclient", "nats-py-thread", "nats-py-sync", "pynats2")
+THREAD_ROWS = [
+    Row(f"threads_{what}_{threads}", f"{title}, {threads} thread{'s' if threads > 1 else ''}", 10_000,
+        THREAD_PEERS if what == "request" else THREAD_PEERS[:3], None, "benchmarks.threads", table=THREADS)
+    for what, title in (("request", "request/reply"), ("kv_get", "kv.get")) for threads in (1, 8, 64)
+]
+EVERY_ROW = ROWS + JS_ROWS + THREAD_ROWS
 #: nats-py's single direct gets take ~0.3 ms each: it gets fewer, its rate is per message all the same.
 SHORTER_FOR_PEER = {"direct_batch": 5_000}
+#: The watchdog's population with --smoke.
+SMOKE_WATCHDOG = 20
 
 
 INFRA_CORES = {0}
@@ -127,32 +169,79 @@ def pin_client() -> None:
 
 #: ``--old TREE``: a second jsclient (another checkout) measured in turns with this one.
 OLD = "jsclient-old"
+#: How an ``--old`` run starts: this tree's benchmark code (so every row and figure exists in both), the
+#: other tree's jsclient (put first on the path once ``benchmarks`` is imported from this one).
+OLD_LAUNCHER = (
+    "import runpy, sys; import benchmarks; sys.path.insert(0, sys.argv[1]); import jsclient; "
+    "assert jsclient.__file__.startswith(sys.argv[1]), jsclient.__file__; "
+    "sys.argv = sys.argv[2:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+)
 
 
-def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: str = "") -> float | None:
-    url = server.ws_url if row.websocket else server.url
+@dataclass
+class Runs:
+    """One (row, client) over the rounds: each round's figure, or None where the run failed and why."""
+
+    figures: list[Figure | None] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def median(self, name: str) -> float | None:
+        values = [getattr(f, name) for f in self.figures if f is not None and getattr(f, name) is not None]
+        return statistics.median(values) if values else None
+
+    def summary(self) -> dict[str, Any]:
+        """What the JSON keeps: the median of each figure, every round's figures, and the errors."""
+        out: dict[str, Any] = {name: self.median(name) for name in ("rate", "cpu_us", "p50_us", "p99_us")}
+        out = {name: value for name, value in out.items() if value is not None or name in ("rate", "cpu_us")}
+        out["rounds"] = [None if f is None else {k: v for k, v in asdict(f).items() if v is not None}
+                         for f in self.figures]
+        if self.errors:
+            out["errors"] = self.errors
+        return out
+
+
+def count_for(client: str, row: Row, scale: float, smoke: bool) -> int:
+    """The work of one run: the row's count scaled, less for a peer that would take minutes over it."""
     count = max(100, int(row.count * scale))
-    if client == "pynats2" and row.key == "request":
+    if client == "pynats2" and row.key.startswith(("request", "threads_request")):
         count = max(100, count // 10)  # it subscribes and unsubscribes per request
     if client == "nats-py" and row.key in SHORTER_FOR_PEER:
         count = max(100, int(SHORTER_FOR_PEER[row.key] * scale))
     if row.key == "watchdog":
-        count = row.count  # a fixed population, not a work count
+        count = SMOKE_WATCHDOG if smoke else row.count  # a fixed population, not a work count
     if row.key.startswith("obj_"):
         count = max(1, int(row.count * scale))  # MiB, not messages
-    proc = subprocess.run(
-        [sys.executable, "-m", row.module, "jsclient" if client == OLD else client, row.key, url, str(count)],
-        cwd=old_tree if client == OLD else ROOT,  # `python -m` imports jsclient from its working directory
-        capture_output=True,
-        text=True,
-        timeout=600,
-        preexec_fn=pin_client if row.pinned else None,
-        env={**os.environ, "BENCH_TCP_URL": server.url},  # for the feeder of a WebSocket row
-    )
+    return count
+
+
+def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: str = "",
+            smoke: bool = False) -> Figure | str:
+    """One run of (row, client) in a fresh process: its figure, or why it gave none."""
+    url = server.ws_url if row.websocket else server.url
+    args = ["jsclient" if client == OLD else client, row.key, url, str(count_for(client, row, scale, smoke))]
+    start = ["-c", OLD_LAUNCHER, old_tree, row.module] if client == OLD else ["-m", row.module]
+    env = {**os.environ, "BENCH_TCP_URL": server.url}  # for the feeder of a WebSocket row
+    if smoke:
+        env["BENCH_SMOKE"] = "1"
+    try:
+        proc = subprocess.run(
+            [sys.executable, *start, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            preexec_fn=pin_client if row.pinned else None,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return "no figure in 600 s"
     if proc.returncode != 0:
-        print(f"  {client} {row.key} failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
-        return None
-    return float(json.loads(proc.stdout.strip().splitlines()[-1])["rate"])
+        last = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        return last[0][:300]
+    try:
+        return Figure(**json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (ValueError, TypeError, IndexError) as exc:
+        return f"unreadable output ({exc}): {proc.stdout[-200:]!r}"
 
 
 def round_order(clients: tuple[str, ...], round_no: int) -> list[str]:
@@ -170,40 +259,75 @@ def round_order(clients: tuple[str, ...], round_no: int) -> list[str]:
     return pair + [c for c in clients if c not in pair]
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
+def paired_shares(runs: dict[str, Runs]) -> list[float]:
+    """jsclient as a percentage of raw, round by round (the rounds in which both gave a figure).
+
+    The two run one after the other in each round, so a machine that is slower for a while weighs on
+    both alike; the ratio of the two medians mixes rounds, and on a shared VM it moved by 15 points
+    between runs of the same code (the raw socket alone went from 14,000 to 25,000 round trips/s).
+    """
+    if "jsclient" not in runs or "raw" not in runs:
+        return []
+    pairs = zip(runs["jsclient"].figures, runs["raw"].figures, strict=True)
+    return [100 * js.rate / raw.rate for js, raw in pairs if js is not None and raw is not None]
+
+
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+    return platform.processor() or platform.machine()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
-    parser.add_argument("--rows", default="", help="comma-separated row keys (default: all)")
-    parser.add_argument("--json", default="", help="also write the results to this file")
-    parser.add_argument("--from-json", default="", help="print the tables of an earlier --json file, measure nothing")
-    parser.add_argument("--rst", action="store_true", help="print the table as reStructuredText (for README.rst)")
-    parser.add_argument(
-        "--old", default="", help="a checkout of an earlier jsclient, measured in turns with this one (before/after)"
-    )
-    args = parser.parse_args()
-    wanted = {r for r in args.rows.split(",") if r}
-    rows = [r for r in ROWS + JS_ROWS if not wanted or r.key in wanted]
-    if args.from_json:
-        saved = json.loads(Path(args.from_json).read_text())
-        rows = [r for r in rows if r.key in saved["results"]]
-        (print_rst if args.rst else print_table)(
-            rows, saved["results"], saved.get("date"), saved.get("machine"), saved.get("repeat", 3)
-        )
-        return
-    results: dict[str, dict[str, float | None]] = {}
+def machine() -> dict[str, Any]:
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+    }
+
+
+def _git_head(tree: Path | str) -> str:
+    """The commit a tree is at, "+ changes" if its files differ from it; read only (no index refresh)."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=30, env=env, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=30, env=env, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout"
+    return f"{head} + changes" if changed else head
+
+
+def versions(old_tree: str = "") -> dict[str, str]:
+    """Every client's and nats-server's version, as measured."""
+    from importlib import metadata
+
+    import jsclient
+    from jsclient.server import binary_version, find_server_binary
+
+    out = {"jsclient": f"{jsclient.__version__} ({_git_head(ROOT)})"}
+    for dist in ("nats-py", "nats-py-sync", "pynats2"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    binary = find_server_binary()
+    out["nats-server"] = f"{binary_version(binary)} ({binary})"
+    if old_tree:
+        out[OLD] = f"{old_tree} ({_git_head(old_tree)})"
+    return out
+
+
+def run_rows(rows: list[Row], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Measure every row, clients taking turns within each round; the results as the JSON keeps them."""
+    results: dict[str, dict[str, Any]] = {}
     with NatsServer(jetstream=True, websocket=True) as server:
         if pinning():
             assert server.proc is not None
@@ -217,7 +341,7 @@ def main() -> None:
         responder.stdout.readline()
         if pinning():
             pin_process(responder.pid, INFRA_CORES)
-        if any(r.module == JS_MODULE for r in rows):
+        if any(r.module != "benchmarks.clients" for r in rows):
             from benchmarks.js_clients import prepare
 
             print("  filling the shared streams ...", file=sys.stderr)
@@ -227,161 +351,73 @@ def main() -> None:
                 # Clients take turns within each repeat, so a machine that speeds up or slows
                 # down during a row weighs on every client's median alike.
                 clients = (*row.clients, OLD) if args.old and "jsclient" in row.clients else row.clients
-                runs: dict[str, list[float]] = {client: [] for client in clients}
+                runs = {client: Runs() for client in clients}
                 with contextlib.ExitStack() as own:
                     target = server
                     if row.own_server:
                         target = own.enter_context(started(NatsServer(websocket=True), pinned=row.pinned))
                     for round_no in range(args.repeat):
                         for client in round_order(clients, round_no):
-                            rate = measure(client, row, target, args.scale, args.old)
-                            if rate is not None:
-                                runs[client].append(rate)
-                results[row.key] = {}
-                for client, ok in runs.items():
-                    results[row.key][client] = statistics.median(ok) if ok else None
-                    each = " ".join(f"{rate:,.0f}" for rate in ok)  # by round: a stall shows as one low rate
-                    median = results[row.key][client] or 0
-                    print(f"  {row.key:<20} {client:<9} {median:>12,.0f}  ({each})", file=sys.stderr)
+                            got = measure(client, row, target, args.scale, args.old, args.smoke)
+                            runs[client].figures.append(got if isinstance(got, Figure) else None)
+                            if isinstance(got, str):
+                                runs[client].errors.append(f"round {round_no + 1}: {got}")
+                results[row.key] = {client: run.summary() for client, run in runs.items()}
+                for client, run in runs.items():
+                    print("  " + report.progress(row, client, run.summary()), file=sys.stderr)
                 shares = paired_shares(runs)
                 if shares:
                     results[row.key][SHARE] = statistics.median(shares)
-                    print(f"  {row.key:<20} % raw by round: {' '.join(f'{x:.0f}' for x in shares)}", file=sys.stderr)
+                    results[row.key][SHARE + " rounds"] = shares
+                    print(f"  {row.key:<26} % raw by round: {' '.join(f'{x:.0f}' for x in shares)}", file=sys.stderr)
         finally:
             responder.kill()
             responder.wait()
-    (print_rst if args.rst else print_table)(rows, results, repeat=args.repeat)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
+    parser.add_argument("--rows", default="", help="comma-separated row keys (default: all)")
+    parser.add_argument("--json", default="", help="also write the results to this file")
+    parser.add_argument("--from-json", default="", help="print the tables of an earlier --json file, measure nothing")
+    parser.add_argument("--rst", action="store_true", help="print the table as reStructuredText (for README.rst)")
+    parser.add_argument(
+        "--old", default="", help="a checkout of an earlier jsclient, measured in turns with this one (before/after)"
+    )
+    parser.add_argument("--smoke", action="store_true",
+                        help="the harness's own test: fixed workloads made tiny too (the watchdog's); no figure counts")
+    args = parser.parse_args()
+    if args.old:
+        args.old = str(Path(args.old).resolve())
+    wanted = {r for r in args.rows.split(",") if r}
+    unknown = wanted - {r.key for r in EVERY_ROW}
+    if unknown:
+        parser.error(f"unknown rows: {', '.join(sorted(unknown))}")
+    rows = [r for r in EVERY_ROW if not wanted or r.key in wanted]
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        rows = [r for r in rows if r.key in saved["results"]]
+        report.print_all(rows, saved, rst=args.rst)
+        return 0
+    saved = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "versions": versions(args.old),
+        "repeat": args.repeat,
+        "scale": args.scale,
+        "pinned": pinning(),
+        "smoke": args.smoke,
+        "results": run_rows(rows, args),
+    }
+    saved["errors"] = report.errors(rows, saved["results"])
+    report.print_all(rows, saved, rst=args.rst)
     if args.json:
-        saved = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "repeat": args.repeat, "results": results}
         Path(args.json).write_text(json.dumps(saved, indent=2))
-
-
-def _ratio(row: Row, res: dict[str, float | None]) -> float | None:
-    js, py = res.get("jsclient"), res.get("nats-py")
-    return js / py if js and py else None
-
-
-#: results key of a row's "% raw": the median over rounds of jsclient's rate over raw's in the same round.
-SHARE = "% raw"
-
-
-def paired_shares(runs: dict[str, list[float]]) -> list[float]:
-    """jsclient as a percentage of raw, round by round (empty unless both ran every round).
-
-    The two run one after the other in each round, so a machine that is slower for a while weighs on
-    both alike; the ratio of the two medians mixes rounds, and on a shared VM it moved by 15 points
-    between runs of the same code (the raw socket alone went from 14,000 to 25,000 round trips/s).
-    """
-    js, raw = runs.get("jsclient", []), runs.get("raw", [])
-    if not js or len(js) != len(raw):
-        return []
-    return [100 * a / b for a, b in zip(js, raw, strict=True)]
-
-
-def _of_raw(res: dict[str, float | None]) -> str:
-    """jsclient as a share of the raw-socket bound (what the server allows), or "-"."""
-    share = res.get(SHARE)
-    if share:
-        return f"{share:.0f} %"
-    js, raw = res.get("jsclient"), res.get("raw")
-    return f"{100 * js / raw:.0f} %" if js and raw else "-"
-
-
-def print_rst(
-    rows: list[Row],
-    results: dict[str, dict[str, float | None]],
-    date: str | None = None,
-    host: str | None = None,
-    repeat: int = 3,
-) -> None:
-    print(f"Measured {date or time.strftime('%Y-%m-%d')} on {host or machine()}, medians of {repeat} runs, by")
-    print("``make bench`` (clients pinned to one core, server and feeders to the other); % raw is the median")
-    print("over rounds of jsclient's rate over the raw socket's in the same round.\n")
-    first = max(48, *(len(row.title) for row in rows))  # a title wider than its column breaks the table
-    widths = (first, 12, 12, 12, 12, 8, 8, 8)
-    names = ("row", "jsclient", "nats-py", "pynats2", "raw", "% raw", "ratio", "target")
-    border = "  ".join("=" * w for w in widths)
-    print(border)
-    print("  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip())
-    print(border)
-    for row in rows:
-        res = results.get(row.key, {})
-        cells = [row.title]
-        for client in ALL:
-            value = res.get(client)
-            if value is None:
-                cells.append("-")
-            elif not row.higher_is_better:
-                cells.append(f"{value:.1f} %")
-            else:
-                cells.append(f"{value:,.0f}")
-        ratio = _ratio(row, res)
-        cells.append(_of_raw(res))
-        cells.append(f"{ratio:.2f}x" if ratio else "-")
-        cells.append(f"{row.target:.1f}x" if row.target else "-")
-        print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
-    print(border)
-    for line in fast_ingest_ratios(results):
-        print(f"\n{line}")
-
-
-def print_table(
-    rows: list[Row],
-    results: dict[str, dict[str, float | None]],
-    date: str | None = None,
-    host: str | None = None,
-    repeat: int = 3,
-) -> None:
-    print(f"\njsclient benchmarks, {date or time.strftime('%Y-%m-%d')}, {host or machine()}")
-    print(f"rates are medians of {repeat} runs; ratio = jsclient / nats-py; raw = pre-encoded frames on a bare socket")
-    print("% raw = median over rounds of jsclient / raw in the same round")
-    print()
-    old = any(OLD in res for res in results.values())
-    head = f"{'row':<36}{'jsclient':>12}{'nats-py':>12}{'pynats2':>12}{'raw':>12}"
-    head += f"{'% raw':>8}{'ratio':>8}{'target':>8}  ok"
-    if old:
-        head += f"{'old':>12}{'new/old':>9}"
-    print(head)
-    print("-" * len(head))
-    for row in rows:
-        res = results.get(row.key, {})
-        cells = []
-        for client in ALL:
-            value = res.get(client)
-            if not row.higher_is_better and value is not None:
-                cells.append(f"{value:>11.1f}%")
-            else:
-                cells.append(f"{value:>12,.0f}" if value else f"{'-':>12}")
-        ratio = _ratio(row, res)
-        ratio_s = f"{ratio:>7.2f}x" if ratio else f"{'-':>8}"
-        target_s = f"{row.target:>7.1f}x" if row.target else f"{'-':>8}"
-        verdict = "" if row.target is None or ratio is None else ("yes" if ratio >= row.target else "NO")
-        line = f"{row.title:<36}{''.join(cells)}{_of_raw(res):>8}{ratio_s}{target_s}  {verdict:<3}"
-        if old:
-            before, now = res.get(OLD), res.get("jsclient")
-            change = f"{now / before:>8.2f}x" if before and now and row.higher_is_better else f"{'-':>9}"
-            line += (f"{before:>12,.0f}" if before else f"{'-':>12}") + change
-        print(line.rstrip())
-    for line in fast_ingest_ratios(results):
-        print(line)
-
-
-#: (fast-ingest row, publish_async row, how they ran), for the ratio issue 22 sets a target on (1.5x).
-FAST_INGEST_PAIRS = (
-    ("js_publish_stream", "js_publish_async", "pinned (the server on one core)"),
-    ("js_publish_stream_unpinned", "js_publish_async_unpinned", "nothing pinned"),
-)
-
-
-def fast_ingest_ratios(results: dict[str, dict[str, float | None]]) -> list[str]:
-    """Fast-ingest over jsclient's own publish_async, for each pair of rows measured."""
-    lines = []
-    for stream, window, how in FAST_INGEST_PAIRS:
-        fast, plain = results.get(stream, {}).get("jsclient"), results.get(window, {}).get("jsclient")
-        if fast and plain:
-            lines.append(f"fast-ingest / publish_async, {how}: {fast / plain:.2f}x (target 1.5x)")
-    return lines
+    return 1 if saved["errors"] else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,61 +1,65 @@
 """One measurement per process: ``python -m benchmarks.clients <client> <row> <url> <n>``.
 
-Prints one JSON line ``{"rate": ops_per_second}``.  Each client is driven the
-way its own documentation recommends; subscribe rows receive from the shared
-feeder process, request rows talk to the shared responder process.
+Prints one JSON line, a :class:`benchmarks.common.Figure` (rate and CPU per
+operation).  Each client is driven the way its own documentation
+recommends, on its fastest path for the row (each function says which);
+subscribe rows receive from the shared feeder process, request rows talk to
+the shared responder process.  Clients: jsclient, nats-py (asyncio),
+nats-py-sync (its blocking wrapper: each call runs nats-py's loop until it
+is done), nats-py-thread (nats-py on a loop thread, see
+:class:`benchmarks.common.LoopThread`), pynats2 and the raw socket.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
+
+from benchmarks.common import Figure, Helper, LoopThread, Meter, close_sync, each, each_async, timed, windowed
 
 PAYLOAD = b"x" * 128
 CONCURRENCY = 16
+#: nats-py-thread's publishes in flight to its loop at most (a publish has no reply to wait for).
+PUBLISH_WINDOW = 1024
 
 
-class Feeder:
-    """Starts the feeder process; ``go()`` releases its burst."""
+class Feeder(Helper):
+    """Starts the feeder process; ``tell()`` releases its burst."""
 
     def __init__(self, url: str, subject: str, n: int) -> None:
         if url.startswith("ws"):  # a WebSocket row: the feeder publishes over TCP all the same
             url = os.environ["BENCH_TCP_URL"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.feeder", url, subject, str(n), str(len(PAYLOAD))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        assert self.proc.stdout is not None
-        self.proc.stdout.readline()
-
-    def go(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
-
-    def wait(self) -> None:
-        self.proc.wait(60)
+        super().__init__("benchmarks.feeder", url, subject, str(n), str(len(PAYLOAD)))
 
 
-def timed(fn: Callable[[], Any], n: int) -> float:
-    start = time.perf_counter()
-    fn()
-    return n / (time.perf_counter() - start)
+def fed(url: str, subject: str, n: int, next_msg: Callable[[], object]) -> Figure:
+    """The next_msg row of a blocking client: the feeder's burst, the first message untimed, n - 1 timed."""
+    feeder = Feeder(url, subject, n)
+    feeder.tell()
+    next_msg()
+
+    def rest() -> None:
+        for _ in range(n - 1):
+            next_msg()
+
+    figure = timed(rest, n - 1)
+    feeder.wait()
+    return figure
 
 
 # -- jsclient -----------------------------------------------------------------
 
 
-def jsclient_row(row: str, url: str, n: int) -> float:
+def jsclient_row(row: str, url: str, n: int) -> Figure:
+    """jsclient: publish then one flush; ``next_msg``; a callback; ``request``; 16 in flight as a window of
+    ``request_async`` futures from one thread; 16 threads sharing the connection."""
     import jsclient
 
     nc = jsclient.connect(url)
@@ -72,54 +76,32 @@ def jsclient_row(row: str, url: str, n: int) -> float:
         if row == "next_msg":
             sub = nc.subscribe("bench.sub", pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
             nc.flush()
-            feeder = Feeder(url, "bench.sub", n)
-            feeder.go()
-            sub.next_msg(timeout=30)
-            start = time.perf_counter()
-            for _ in range(n - 1):
-                sub.next_msg(timeout=30)
-            rate = (n - 1) / (time.perf_counter() - start)
-            feeder.wait()
-            return rate
+            return fed(url, "bench.sub", n, partial(sub.next_msg, timeout=30))
         if row == "callback":
             done = threading.Event()
             count = [0]
-            first = [0.0]
+            meter = Meter()
 
             def cb(_msg: Any) -> None:
                 count[0] += 1
                 if count[0] == 1:
-                    first[0] = time.perf_counter()
+                    meter.start()
                 elif count[0] == n:
                     done.set()
 
             nc.subscribe("bench.cb", cb=cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
             nc.flush()
             feeder = Feeder(url, "bench.cb", n)
-            feeder.go()
+            feeder.tell()
             done.wait(60)
-            rate = (n - 1) / (time.perf_counter() - first[0])
+            meter.stop()
             feeder.wait()
-            return rate
+            return meter.figure(n - 1)
         if row == "request":
-
-            def run() -> None:
-                for _ in range(n):
-                    nc.request("bench.req", PAYLOAD, timeout=5)
-
-            return timed(run, n)
+            return each(lambda _i: nc.request("bench.req", PAYLOAD, timeout=5), n)
         if row == "request_concurrent":
             # A window of CONCURRENCY futures from one thread (request_async).
-            def run() -> None:
-                window: deque[Any] = deque()
-                for _ in range(n):
-                    if len(window) >= CONCURRENCY:
-                        window.popleft().result(timeout=5)
-                    window.append(nc.request_async("bench.req", PAYLOAD, timeout=5))
-                for fut in window:
-                    fut.result(timeout=5)
-
-            return timed(run, n)
+            return timed(lambda: windowed(lambda: nc.request_async("bench.req", PAYLOAD, timeout=5), n, CONCURRENCY), n)
         if row == "request_threads":
 
             def worker() -> None:
@@ -142,64 +124,64 @@ def jsclient_row(row: str, url: str, n: int) -> float:
 # -- nats-py (asyncio) --------------------------------------------------------
 
 
-def natspy_row(row: str, url: str, n: int) -> float:
+def natspy_row(row: str, url: str, n: int) -> Figure:
+    """nats-py awaited in its own loop: publish then one flush; ``next_msg``; a callback; ``request``; 16 requests
+    in flight as 16 tasks."""
     import nats
 
-    async def main() -> float:
+    async def main() -> Figure:
         nc = await nats.connect(url)
         try:
             if row == "publish":
-                start = time.perf_counter()
-                for _ in range(n):
-                    await nc.publish("bench.pub", PAYLOAD)
-                await nc.flush(timeout=60)
-                return n / (time.perf_counter() - start)
+
+                async def run() -> None:
+                    for _ in range(n):
+                        await nc.publish("bench.pub", PAYLOAD)
+                    await nc.flush(timeout=60)
+
+                with Meter() as meter:
+                    await run()
+                return meter.figure(n)
             if row == "next_msg":
                 sub = await nc.subscribe("bench.sub", pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
                 await nc.flush()
                 feeder = Feeder(url, "bench.sub", n)
-                feeder.go()
+                feeder.tell()
                 await sub.next_msg(timeout=30)
-                start = time.perf_counter()
-                for _ in range(n - 1):
-                    await sub.next_msg(timeout=30)
-                rate = (n - 1) / (time.perf_counter() - start)
+                figure = await each_async(lambda _i: sub.next_msg(timeout=30), n - 1)
                 feeder.wait()
-                return rate
+                return figure
             if row == "callback":
                 done = asyncio.Event()
                 count = [0]
-                first = [0.0]
+                meter = Meter()
 
                 async def cb(_msg: Any) -> None:
                     count[0] += 1
                     if count[0] == 1:
-                        first[0] = time.perf_counter()
+                        meter.start()
                     elif count[0] == n:
                         done.set()
 
                 await nc.subscribe("bench.cb", cb=cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
                 await nc.flush()
                 feeder = Feeder(url, "bench.cb", n)
-                feeder.go()
+                feeder.tell()
                 await asyncio.wait_for(done.wait(), 60)
-                rate = (n - 1) / (time.perf_counter() - first[0])
+                meter.stop()
                 feeder.wait()
-                return rate
+                return meter.figure(n - 1)
             if row == "request":
-                start = time.perf_counter()
-                for _ in range(n):
-                    await nc.request("bench.req", PAYLOAD, timeout=5)
-                return n / (time.perf_counter() - start)
+                return await each_async(lambda _i: nc.request("bench.req", PAYLOAD, timeout=5), n)
             if row == "request_concurrent":
 
                 async def worker() -> None:
                     for _ in range(n // CONCURRENCY):
                         await nc.request("bench.req", PAYLOAD, timeout=5)
 
-                start = time.perf_counter()
-                await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-                return n // CONCURRENCY * CONCURRENCY / (time.perf_counter() - start)
+                with Meter() as meter:
+                    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+                return meter.figure(n // CONCURRENCY * CONCURRENCY)
         finally:
             await nc.close()
         raise SystemExit(f"unknown row {row}")
@@ -207,10 +189,86 @@ def natspy_row(row: str, url: str, n: int) -> float:
     return asyncio.run(main())
 
 
+# -- nats-py-sync (a blocking wrapper that runs nats-py's loop inside each call) -------------------------
+
+
+def natspysync_row(row: str, url: str, n: int) -> Figure:
+    """nats-py-sync's whole API for these rows: ``publish``, ``subscribe().recv()``, ``request``.
+
+    It has no flush: a request round trip on the same connection (ordered after every earlier frame) shows
+    that what came before it has reached the server, both after the publishes and before the feeder starts.
+    It has no callback API and no way to keep requests in flight, so it is in neither row.
+    """
+    import nats_sync
+
+    ctx = nats_sync.connect(url)
+    try:
+        if row == "publish":
+
+            def run() -> None:
+                pub = ctx.publish
+                for _ in range(n):
+                    pub("bench.pub", PAYLOAD)
+                ctx.request("bench.req", b"", timeout=60)
+
+            return timed(run, n)
+        if row == "next_msg":
+            sub = ctx.subscribe("bench.sub")
+            ctx.request("bench.req", b"", timeout=5)
+            return fed(url, "bench.sub", n, partial(sub.recv, timeout=30))
+        if row == "request":
+            return each(lambda _i: ctx.request("bench.req", PAYLOAD, timeout=5), n)
+    finally:
+        close_sync(ctx)
+    raise SystemExit(f"unsupported row {row} for nats-py-sync")
+
+
+# -- nats-py on a loop thread (run_coroutine_threadsafe) -----------------------------------------------
+
+
+def natspythread_row(row: str, url: str, n: int) -> Figure:
+    """nats-py on a loop thread, called from this thread: each call ``run_coroutine_threadsafe(...).result()``.
+
+    Publishes are handed over without waiting for each (a publish has no reply; at most PUBLISH_WINDOW
+    outstanding), then one flush; 16 requests in flight are a window of 16 such futures, as jsclient's
+    ``request_async`` window.
+    """
+    import nats
+
+    lt = LoopThread()
+    nc = lt.call(nats.connect(url))
+    try:
+        if row == "publish":
+
+            def run() -> None:
+                windowed(lambda: asyncio.run_coroutine_threadsafe(nc.publish("bench.pub", PAYLOAD), lt.loop), n,
+                         PUBLISH_WINDOW)
+                lt.call(nc.flush(timeout=60))
+
+            return timed(run, n)
+        if row == "next_msg":
+            sub = lt.call(nc.subscribe("bench.sub", pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40))
+            lt.call(nc.flush())
+            return fed(url, "bench.sub", n, lambda: lt.call(sub.next_msg(timeout=30)))
+        if row == "request":
+            return each(lambda _i: lt.call(nc.request("bench.req", PAYLOAD, timeout=5)), n)
+        if row == "request_concurrent":
+
+            def submit() -> Any:
+                return asyncio.run_coroutine_threadsafe(nc.request("bench.req", PAYLOAD, timeout=5), lt.loop)
+
+            return timed(lambda: windowed(submit, n, CONCURRENCY), n)
+    finally:
+        lt.call(nc.close())
+        lt.close()
+    raise SystemExit(f"unsupported row {row} for nats-py-thread")
+
+
 # -- pynats2 (threads) ---------------------------------------------------------
 
 
-def pynats2_row(row: str, url: str, n: int) -> float:
+def pynats2_row(row: str, url: str, n: int) -> Figure:
+    """pynats2: ``publish`` then a ping; callbacks only (it has no next_msg); ``request``."""
     from pynats2 import NATSClient
 
     nc = NATSClient(url, socket_timeout=30)
@@ -229,26 +287,26 @@ def pynats2_row(row: str, url: str, n: int) -> float:
             done = threading.Event()
             lock = threading.Lock()
             count = [0]
-            first = [0.0]
+            meter = Meter()
 
             def cb(_msg: Any) -> None:
                 with lock:
                     count[0] += 1
                     if count[0] == 1:
-                        first[0] = time.perf_counter()
+                        meter.start()
                     elif count[0] == n:
                         done.set()
 
             nc.subscribe("bench.cb", callback=cb)
             nc.ping()
             feeder = Feeder(url, "bench.cb", n)
-            feeder.go()
+            feeder.tell()
             done.wait(120)
-            rate = (n - 1) / (time.perf_counter() - first[0])
+            meter.stop()
             feeder.wait()
-            return rate
+            return meter.figure(n - 1)
         if row == "request":
-            return timed(lambda: [nc.request("bench.req", payload=PAYLOAD, timeout=5) for _ in range(n)], n)
+            return each(lambda _i: nc.request("bench.req", payload=PAYLOAD, timeout=5), n)
     finally:
         nc.close()
     raise SystemExit(f"unsupported row {row} for pynats2")
@@ -288,7 +346,7 @@ def _raw_wait_pong(sock: socket.socket) -> None:
         buf = (buf + sock.recv(65536))[-16:]
 
 
-def raw_row(row: str, url: str, n: int) -> float:
+def raw_row(row: str, url: str, n: int) -> Figure:
     """What a socket can do with pre-encoded frames and no parsing: the ceiling."""
     sock = _raw_connect(url)
     try:
@@ -310,27 +368,28 @@ def raw_row(row: str, url: str, n: int) -> float:
             _raw_wait_pong(sock)
             expected = n * len(b"MSG %s 1 %d\r\n%s\r\n" % (subject, len(PAYLOAD), PAYLOAD))
             feeder = Feeder(url, subject.decode(), n)
-            feeder.go()
-            got = len(sock.recv(262144))
-            start = time.perf_counter()
-            while got < expected:
-                got += len(sock.recv(262144))
-            rate = n / (time.perf_counter() - start)
+            feeder.tell()
+            got = [len(sock.recv(262144))]
+
+            def drain() -> None:
+                while got[0] < expected:
+                    got[0] += len(sock.recv(262144))
+
+            figure = timed(drain, n)
             feeder.wait()
-            return rate
+            return figure
         if row == "request":
             sock.sendall(b"SUB _INBOX.raw.* 1\r\nPING\r\n")
             _raw_wait_pong(sock)
             tail = PAYLOAD + b"\r\n"
 
-            def run() -> None:
-                for i in range(n):
-                    sock.sendall(b"PUB bench.req _INBOX.raw.%d %d\r\n%s\r\n" % (i, len(PAYLOAD), PAYLOAD))
-                    buf = b""
-                    while not buf.endswith(tail):
-                        buf += raw_recv(sock)
+            def one(i: int) -> None:
+                sock.sendall(b"PUB bench.req _INBOX.raw.%d %d\r\n%s\r\n" % (i, len(PAYLOAD), PAYLOAD))
+                buf = b""
+                while not buf.endswith(tail):
+                    buf += raw_recv(sock)
 
-            return timed(run, n)
+            return each(one, n)
         if row == "request_concurrent":
             sock.sendall(b"SUB _INBOX.raw.* 1\r\nPING\r\n")
             _raw_wait_pong(sock)
@@ -355,10 +414,22 @@ def raw_row(row: str, url: str, n: int) -> float:
     raise SystemExit(f"unknown row {row}")
 
 
-CLIENTS = {"jsclient": jsclient_row, "nats-py": natspy_row, "pynats2": pynats2_row, "raw": raw_row}
+CLIENTS: dict[str, Callable[[str, str, int], Figure]] = {
+    "jsclient": jsclient_row,
+    "nats-py": natspy_row,
+    "nats-py-sync": natspysync_row,
+    "nats-py-thread": natspythread_row,
+    "pynats2": pynats2_row,
+    "raw": raw_row,
+}
+
+
+def run_main(clients: dict[str, Callable[[str, str, int], Figure]]) -> None:
+    """A measurement module's entry point: ``<client> <row> <url> <n>`` -> one JSON line."""
+    client, row, url, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    print(clients[client](row, url, count).line())
 
 
 if __name__ == "__main__":
-    client, row, url, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    row = row.removeprefix("ws_")  # the same work; the URL given is the ws:// one
-    print(json.dumps({"rate": CLIENTS[client](row, url, count)}))
+    sys.argv[2] = sys.argv[2].removeprefix("ws_")  # the same work; the URL given is the ws:// one
+    run_main(CLIENTS)

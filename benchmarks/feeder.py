@@ -8,15 +8,14 @@ then waits for the server's PONG so every frame has left.
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 
+from benchmarks.common import pin_helper
+
 
 def main(url: str, subject: str, count: int, size: int) -> None:
-    # Off the measured client's core (see benchmarks/__main__.py).
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {0})
+    pin_helper()
     host, _, port = url.split("//", 1)[-1].rpartition(":")
     sock = socket.create_connection((host, int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

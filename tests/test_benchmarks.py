@@ -1,46 +1,99 @@
-"""The benchmark harness itself still runs (tiny counts; no timing is asserted, only that every client answered)."""
+"""The benchmark harnesses still run: every row of ``make bench`` and ``make bench-spark`` for every client.
+
+Tiny counts; no timing is asserted, only that every (row, client) gave a figure (a rate and the CPU per
+operation), that a failed run is reported as an error rather than a missing figure, and that the tables
+and the JSON say what README and issue 43 promise.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.server_behaviour("2.14", "the harness runs the fast-ingest rows; benchmarks run on the newest server")
-def test_benchmark_harness_runs_every_client() -> None:
+def run_module(module: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` from the project root (which must succeed, with ``check``)."""
     proc = subprocess.run(
-        [
-            sys.executable, "-m", "benchmarks", "--repeat", "1", "--scale", "0.002",
-            "--rows", "publish,callback,request,fetch_ack,direct_last,js_publish,js_publish_async,js_publish_stream,"
-            "js_publish_stream_unpinned,js_publish_async_unpinned",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "failed" not in proc.stderr, proc.stderr[-2000:]
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.server_behaviour("2.14", "the harness runs the fast-ingest rows; benchmarks run on the newest server")
+def test_every_bench_row_gives_every_client_a_figure(tmp_path: Path) -> None:
+    """``make bench``, every row, one round at a tiny scale: each client of each row a rate and CPU per op."""
+    from benchmarks.__main__ import EVERY_ROW, THREADS
+
+    out = tmp_path / "bench.json"
+    proc = run_module("benchmarks", "--repeat", "1", "--scale", "0.002", "--smoke", "--json", str(out))
+    saved = json.loads(out.read_text())
+    assert saved["errors"] == [], saved["errors"]
+    missing = []
+    for row in EVERY_ROW:
+        for client in row.clients:
+            got: dict[str, Any] = saved["results"][row.key].get(client) or {}
+            wanted = ("rate", "cpu_us", "p50_us", "p99_us") if row.table == THREADS else ("rate", "cpu_us")
+            if any(got.get(name) is None for name in wanted) or len(got.get("rounds", [])) != 1:
+                missing.append(f"{row.key} {client}: {got}")
+    assert not missing, "\n".join(missing)
+    # Each row's title in the printed tables, and what the JSON records beside the figures.
+    for row in EVERY_ROW:
+        assert row.title in proc.stdout, row.title
+    assert set(saved["versions"]) >= {"jsclient", "nats-py", "nats-py-sync", "pynats2", "nats-server"}
+    assert saved["machine"]["cores"] and saved["machine"]["cpu"] and saved["machine"]["python"]
+    assert re.match(r"\d{4}-\d\d-\d\dT", saved["date"])
     # Each client's rate by round (README says make bench prints them), and the share of raw by round.
-    assert re.search(r"direct_last +jsclient +[\d,]+ +\([\d,]+\)", proc.stderr), proc.stderr[-2000:]
+    assert re.search(r"direct_last +jsclient +[\d,]+ +[\d.,]+ µs/op +\([\d,]+\)", proc.stderr), proc.stderr[-2000:]
     assert re.search(r"direct_last +% raw by round: \d+", proc.stderr), proc.stderr[-2000:]
-    table = proc.stdout
-    titles = ("publish msgs/s", "subscribe callback", "request/reply", "pull fetch(500)", "direct get, last")
-    for title in (*titles, "js.publish"):
-        line = next(line for line in table.splitlines() if line.startswith(title))
-        numbers = [cell for cell in line[36:].split() if cell.replace(",", "").isdigit()]
-        assert len(numbers) >= 2, line  # jsclient and at least one peer measured
     # The fast-ingest ratio (issue 22's target) is printed for both ways of running, the unpinned pair on a
-    # server of its own.
+    # server of its own; and the feature-against-feature rows are in a table of their own.
     for how in ("pinned (the server on one core)", "nothing pinned"):
-        assert f"fast-ingest / publish_async, {how}: " in table, table
+        assert f"fast-ingest / publish_async, {how}: " in proc.stdout, proc.stdout
+    features = proc.stdout.split("Feature against feature")[1].split("Threads of one process")[0]
+    assert "direct get batch" in features and "kv.get" not in features
+    # --from-json prints the same tables.
+    again = run_module("benchmarks", "--from-json", str(out))
+    assert again.stdout == proc.stdout[proc.stdout.index("jsclient benchmarks,"):]
+
+
+def test_a_failed_run_is_an_error_not_a_missing_figure() -> None:
+    """A measurement process that fails gives the reason; the JSON keeps it, the table and the exit status say it."""
+    from benchmarks import report
+    from benchmarks.__main__ import Row, Runs, measure
+
+    row = Row("publish", "publish msgs/s (128 B)", 100, ("jsclient", "nats-py"), None)
+    server = SimpleNamespace(url="nats://127.0.0.1:1", ws_url="ws://127.0.0.1:1")
+    why = measure("no-such-client", row, server, 0.01)  # type: ignore[arg-type]
+    assert isinstance(why, str) and "KeyError" in why, why
+    runs = Runs([None], [f"round 1: {why}"])
+    results = {"publish": {"jsclient": runs.summary()}}
+    assert results["publish"]["jsclient"]["rate"] is None
+    assert report.errors([row], results) == [f"publish jsclient round 1: {why}"]
+    table = "\n".join(report.speed_table([row], results, rst=False))
+    assert "error" in table
+
+
+def test_old_checkout_runs_this_trees_rows_with_its_own_jsclient() -> None:
+    """``--old TREE``: this tree's benchmark code (every row exists) over the other tree's jsclient.
+
+    The launcher asserts that jsclient came from TREE; this tree stands in for an older one.
+    """
+    proc = run_module("benchmarks", "--repeat", "1", "--scale", "0.002", "--rows", "kv_get_changing", "--old", ".")
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("kv.get, values changing"))
+    assert "error" not in line and line.rstrip().endswith("x"), line  # new/old: both gave a rate
 
 
 def test_jsclient_and_raw_run_side_by_side_taking_turns_at_going_first() -> None:
@@ -55,13 +108,26 @@ def test_jsclient_and_raw_run_side_by_side_taking_turns_at_going_first() -> None
     assert round_order(("jsclient", "nats-py"), 1) == ["jsclient", "nats-py"]  # no raw: nothing to pair
 
 
-def run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m module args`` from the project root, which must succeed."""
-    proc = subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc
+SPARK_ROWS = (
+    "ordered consumer replay, one process",
+    "spark batch read, 1 partition(s)",
+    "spark batch read, 4 partition(s)",
+    "publish_async loop, one process",
+    "spark write, 2 partitions, atomic batches + markers",
+    "spark write, 2 partitions, message ids",
+    "streaming read->write (checkpointed)",
+)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None, reason="needs pyspark and java"
+)
+def test_every_bench_spark_row_gives_a_figure() -> None:
+    """``make bench-spark`` at a tiny scale (one round): every row prints a rate."""
+    proc = run_module("benchmarks.spark_bench", "--messages", "2000", "--writes", "1000", "--rounds", "1")
+    for name in SPARK_ROWS:
+        line = next((line for line in proc.stdout.splitlines() if line.startswith(name)), "")
+        assert re.match(re.escape(name) + r" +[\d,]+", line), (name, proc.stdout)
 
 
 def test_turnaround_table_runs() -> None:
