@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from ..message import Msg
     from .context import JetStream
 
-#: A 503 from a JetStream publish usually means a leader election: four tries, 50 ms doubling up to 1 s apart.
+#: A 503 from a JetStream publish usually means a leader election: four more tries after the first, 50 ms
+#: doubling up to 1 s apart.
 PUBLISH_RETRY = Backoff(initial=0.05, maximum=1.0, attempts=4)
 
 
