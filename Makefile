@@ -43,9 +43,12 @@ lint: $(STAMP)
 	$(PY) -m ruff check jsclient tests benchmarks examples
 	$(PY) -m mypy
 
-## make soak: the fault suite run long and hard (leader kills, restarts, churn, a 10-minute soak).
+## make soak: the fault suite run long and hard (leader kills, restarts, churn, a 10-minute soak), then the
+## nemesis's long schedule (tests/nemesis: 80 fault steps, a fresh seed printed for replay; NEMESIS_SEED and
+## NEMESIS_STEPS override).
 soak: $(STAMP)
 	JSCLIENT_SOAK=1 $(PY) -m pytest tests/test_faults.py tests/test_resilience.py -o timeout=1800
+	NEMESIS_SOAK=1 $(PY) -m pytest tests/nemesis -o timeout=3600
 
 ## make demo: the main job on an embedded nats-server.
 demo: $(STAMP)

@@ -30,6 +30,8 @@ class RequestOutcome(enum.Enum):
     UNKNOWN = "unknown"
     #: Definitely not processed: refused before sending, or the server found no responder for it.
     NOT_DELIVERED = "not_delivered"
+    #: Definitely not applied: the responder answered with an error (a JetStream API error).
+    REFUSED = "refused"
 
 
 class RequestFailure(enum.Enum):
@@ -245,6 +247,7 @@ class JetStreamAPIError(JetStreamError):
     """
 
     retriable = False
+    outcome = RequestOutcome.REFUSED
 
     def __init__(self, code: int = 0, err_code: int = 0, description: str = "") -> None:
         super().__init__(f"{description} (status {code}, err_code {err_code})")
@@ -285,6 +288,17 @@ class StreamMismatchError(JetStreamAPIError):
 
 class WrongLastSequenceError(JetStreamAPIError):
     """A publish expectation on the last (subject) sequence failed."""
+
+
+class MsgIdInProcessError(JetStreamAPIError):
+    """A publish with this ``msg_id`` is still being processed (an earlier try is in flight).
+
+    That earlier try may yet be stored, so the outcome is UNKNOWN: send
+    again later with the same ``msg_id``, and the dedupe window settles it.
+    """
+
+    retriable = True
+    outcome = RequestOutcome.UNKNOWN
 
 
 class WrongLastMsgIdError(JetStreamAPIError):
@@ -437,6 +451,7 @@ API_ERRORS: dict[int, type[JetStreamAPIError]] = {
     10071: WrongLastSequenceError,
     10164: WrongLastSequenceError,
     10070: WrongLastMsgIdError,
+    10158: MsgIdInProcessError,
     10037: MessageNotFoundError,
     10014: ConsumerNotFoundError,
     10013: ConsumerNameInUseError,

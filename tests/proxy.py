@@ -22,6 +22,19 @@ class Cut(bytes):
     """Returned by a filter (either way): forward these bytes, then close the client's connection."""
 
 
+def listen_loopback(backlog: int = 16) -> socket.socket:
+    """A TCP listener on 127.0.0.1 at a port the kernel picks, for the tests' proxies (FrameProxy, nemesis links).
+
+    The port stays held for the proxy's life, so no outgoing connection can
+    be given it meanwhile (the worry :func:`jsclient.server.free_port` has).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(backlog)
+    return sock
+
+
 def split_ws_frames(buf: bytearray) -> list[bytes]:
     """Remove and return the complete WebSocket frames (masked or not) at the start of ``buf``."""
     frames: list[bytes] = []
@@ -114,10 +127,7 @@ class FrameProxy:
         self.upstream = upstream
         self.filter: Filter = frame_filter or (lambda frame: frame)
         self.upstream_filter = upstream_filter
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(16)
+        self._listener = listen_loopback()
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
         #: Every byte the clients sent, for tests that check what went on the wire.

@@ -358,7 +358,9 @@ def test_the_outcome_is_typed_and_survives_pickling() -> None:
     assert jsclient.ConnectionLostError("x").failure is RequestFailure.CONNECTION_LOST
     assert jsclient.BatchInterruptedError("x").outcome is RequestOutcome.UNKNOWN
     assert jsclient.ProtocolError("x").outcome is None  # no request ends in it
-    assert {m.name for m in RequestOutcome} == {"UNKNOWN", "NOT_DELIVERED"}
+    assert jsclient.WrongLastSequenceError(400, 10071, "x").outcome is RequestOutcome.REFUSED
+    assert jsclient.errors.api_error(409, 10158, "in process").outcome is RequestOutcome.UNKNOWN
+    assert {m.name for m in RequestOutcome} == {"UNKNOWN", "NOT_DELIVERED", "REFUSED"}
 
 
 def deadline_wait(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
