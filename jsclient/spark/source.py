@@ -449,8 +449,13 @@ class BatchWriter(DataSourceArrowWriter):
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Every task succeeded, so no retry will read the markers: remove them."""
-        sink.cleanup_markers(self.opts, self.plan, _markers(messages), keep=0)
+        """Every task succeeded: trim each task's markers to the last one.
+
+        Not to none: a zombie or speculative attempt that read "no marker"
+        before anything was stored expects the marker subject to be empty, and
+        would commit its rows a second time onto a subject purged to nothing.
+        """
+        sink.cleanup_markers(self.opts, self.plan, _markers(messages), keep=1)
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
