@@ -8,10 +8,15 @@ A header block looks like ``NATS/1.0[ <status>[ <description>]]\\r\\n``
 followed by ``Name: value\\r\\n`` lines and a blank line.  The server uses the
 status form for no-responders (503), JetStream pull statuses (404, 408, 409),
 heartbeats and flow control (100).
+
+Besides :class:`Headers`, the blocks and lines that hot loops build or read
+without one live here: an atomic batch member's block, a block with a message
+id, a direct get's delivery block and its fields (see :mod:`jsclient.jetstream`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Union
 
@@ -131,12 +136,6 @@ class Headers(MutableMapping[str, str]):
         return parse(block)
 
 
-def check_header(name: str, value: str) -> None:
-    """Raise BadHeaderError unless ``name: value`` can travel as one header line (for code that encodes its own)."""
-    _check_name(name)
-    _check_value(name, value)
-
-
 def _check_name(name: str) -> None:
     if not isinstance(name, str):
         raise BadHeaderError(f"header name must be a str, not {type(name).__name__}")
@@ -165,6 +164,89 @@ def encode(headers: HeadersInput) -> bytes:
     lines.append(b"")
     lines.append(b"")
     return b"\r\n".join(lines)
+
+
+def encode_lines(headers: HeadersInput) -> bytes:
+    """The ``Name: value`` lines of :func:`encode`'s block alone: what a batch adds its own lines to."""
+    return encode(headers)[len(VERSION_LINE) + 2 : -2]
+
+
+def encode_line(name: str, value: str) -> bytes:
+    """One ``Name: value`` line, checked: BadHeaderError unless it can travel as one header line (a line break
+    in the value would smuggle lines of its own in).  For code that gathers a block's lines itself."""
+    _check_name(name)
+    _check_value(name, value)
+    return f"{name}: {value}\r\n".encode()
+
+
+def block_of(lines: bytes) -> bytes:
+    """The header block of ``Name: value`` lines already encoded (:func:`encode_lines`, :func:`encode_line`)."""
+    return b"NATS/1.0\r\n%s\r\n" % lines
+
+
+#: An atomic batch member's block (ADR-50), a template for the loop that frames a batch: the user's
+#: ``Name: value`` lines, then the batch's id and the member's sequence.
+BATCH_MEMBER_BLOCK = b"NATS/1.0\r\n%sNats-Batch-Id: %s\r\nNats-Batch-Sequence: %d\r\n\r\n"  # lines, id, sequence
+
+
+def msg_id_block(lines: bytes, msg_id: bytes) -> bytes:
+    """The block of ``lines`` with a ``Nats-Msg-Id: <msg_id>`` line after them, unless they name an id of their own."""
+    if b"Nats-Msg-Id: " in lines:
+        return block_of(lines)
+    return b"NATS/1.0\r\n%sNats-Msg-Id: %s\r\n\r\n" % (lines, msg_id)
+
+
+def header_value(block: bytes, name: bytes) -> bytes | None:
+    """The first value of header ``name`` in a raw block, found without parsing the rest (None: not there)."""
+    at = block.find(b"\r\n%s: " % name)
+    if at < 0:
+        return None
+    start = at + len(name) + 4
+    end = block.find(b"\r\n", start)
+    return block[start:end] if end >= 0 else None
+
+
+# -- a direct get's delivery block -------------------------------------------------
+#
+# A message stored without headers of its own comes back from a direct get in one block the server
+# always writes alike: stream, subject, sequence and time stamp.  Reads of single values take it in one
+# match instead of a parse.
+
+#: That block as a regular expression for a reply's shape (see :func:`jsclient.protocol.reply_pattern`):
+#: groups (the block up to the sequence (see :func:`delivery_head`), sequence, time stamp).  A value runs
+#: to the next CR, not to CR or LF: a single excluded byte is a scan the regular-expression engine does
+#: without looking up a set (the match took 0.42 us instead of 0.73).  A stray LF cannot pass for a good
+#: reply: the block up to the sequence must equal the caller's (which has none), and a stamp with one is
+#: kept as the header parser reads it (a direct get) or fails to parse (``kv.get``, which then reads it
+#: the general way).
+DELIVERY_BLOCK = (
+    rb"(NATS/1\.0\r\nNats-Stream: [^\r]*\r\nNats-Subject: [^\r]*\r\nNats-Sequence: )"
+    rb"(\d+)\r\nNats-Time-Stamp: ([^\r]*)\r\n\r\n"
+)
+_DELIVERY = re.compile(
+    rb"NATS/1\.0\r\nNats-Stream: ([^\r\n]*)\r\nNats-Subject: ([^\r\n]*)\r\n"
+    rb"Nats-Sequence: (\d+)\r\nNats-Time-Stamp: ([^\r\n]*)\r\n\r\n"
+)
+_DELIVERY_TAIL = re.compile(rb"(\d+)\r\nNats-Time-Stamp: ([^\r\n]*)\r\n\r\n")
+
+
+def delivery_head(stream: str, subject: str) -> bytes:
+    """The start of that block for a message of ``stream`` on ``subject``, up to its sequence."""
+    return b"NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: " % (stream.encode(), subject.encode())
+
+
+def delivery_fields(block: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """Stream, subject, sequence and time stamp of that block, undecoded; None for any other block."""
+    m = _DELIVERY.fullmatch(block)
+    return None if m is None else (m[1], m[2], m[3], m[4])
+
+
+def delivery_tail(block: bytes, head: bytes) -> tuple[bytes, bytes] | None:
+    """Sequence and time stamp of that block when it starts with ``head`` (:func:`delivery_head`), undecoded."""
+    if not block.startswith(head):
+        return None
+    m = _DELIVERY_TAIL.fullmatch(block, len(head))
+    return None if m is None else (m[1], m[2])
 
 
 def status_of(block: bytes | None) -> int | None:

@@ -1,89 +1,17 @@
-"""Bulk reads: the sans-IO reply splitter, and BulkReader against a real nats-server."""
+"""Bulk reads: BulkReader against a real nats-server (its parser entry: tests/test_protocol_entries.py)."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import jsclient
 from jsclient.jetstream.bulk import BulkReader
 from jsclient.jetstream.direct import StoredMessage
 from jsclient.message import Msg
 from jsclient.options import Options
-from jsclient.protocol import split_replies
 from jsclient.server import NatsServer
-
-
-def hmsg(header: bytes, payload: bytes, sid: int = 1, reply: bytes = b"") -> bytes:
-    args = b" ".join(x for x in (b"_INBOX.a", b"%d" % sid, reply) if x)
-    return b"HMSG %s %d %d\r\n%s%s\r\n" % (args, len(header), len(header) + len(payload), header, payload)
-
-
-STORED = b"NATS/1.0\r\nA: b\r\nNats-Stream: S\r\nNats-Subject: x\r\nNats-Sequence: 1\r\n\r\n"
-EOB = b"NATS/1.0 204 EOB\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 2\r\n\r\n"
-
-
-def test_split_stops_at_the_status_and_keeps_what_follows() -> None:
-    data = hmsg(STORED, b"one\r\ntwo") + b"PING\r\n" + hmsg(STORED, b"") + hmsg(EOB, b"") + b"PONG\r\n"
-    headers: list[bytes] = []
-    payloads: list[bytes] = []
-    pos, status, controls = split_replies(data, 0, headers, payloads)
-    assert (headers, payloads) == ([STORED, STORED], [b"one\r\ntwo", b""])
-    assert status == EOB and controls == [b"PING"]
-    assert data[pos:] == b"PONG\r\n"
-    assert all(type(x) is bytes for x in headers + payloads)
-
-
-@given(st.lists(st.binary(max_size=40), min_size=1, max_size=6), st.integers(1, 50))
-def test_split_gives_the_same_replies_however_the_bytes_arrive(bodies: list[bytes], step: int) -> None:
-    data = b"".join(hmsg(STORED, b, reply=b"r.1" if i % 2 else b"") for i, b in enumerate(bodies)) + hmsg(EOB, b"")
-    headers: list[bytes] = []
-    payloads: list[bytes] = []
-    rest = b""
-    status = None
-    for i in range(0, len(data), step):
-        rest += data[i : i + step]
-        pos, status, _ = split_replies(rest, 0, headers, payloads)
-        rest = rest[pos:]
-        if status is not None:
-            break
-    assert status == EOB and payloads == bodies and rest == b""
-
-
-def test_split_with_args_takes_a_consumers_deliveries_with_and_without_headers() -> None:
-    """A pull consumer's messages: MSG frames too, and each one's subject, sid and ack reply go to ``args``."""
-    plain = b"MSG orders.1 1 $JS.ACK.S.C.1.7.7.1700000000000000000.3 5\r\nhello\r\n"
-    headed = hmsg(b"NATS/1.0\r\nA: b\r\n\r\n", b"x\r\ny", reply=b"$JS.ACK.S.C.1.8.8.1700000000000000001.2")
-    done = hmsg(b"NATS/1.0 409 Batch Completed\r\n\r\n", b"")
-    args: list[bytes] = []
-    headers: list[bytes] = []
-    payloads: list[bytes] = []
-    pos, status, _ = split_replies(plain + headed + done, 0, headers, payloads, args=args)
-    assert args == [
-        b"orders.1 1 $JS.ACK.S.C.1.7.7.1700000000000000000.3", b"_INBOX.a 1 $JS.ACK.S.C.1.8.8.1700000000000000001.2"
-    ]
-    assert headers == [b"", b"NATS/1.0\r\nA: b\r\n\r\n"] and payloads == [b"hello", b"x\r\ny"]
-    assert status == b"NATS/1.0 409 Batch Completed\r\n\r\n" and pos == len(plain + headed + done)
-    with pytest.raises(jsclient.ProtocolError, match="malformed MSG"):
-        split_replies(b"MSG a 1 r x\r\n", 0, [], [], args=[])
-
-
-@pytest.mark.parametrize(
-    ("data", "words"),
-    [
-        (b"MSG _INBOX.a 1 3\r\nabc\r\n", "without headers"),
-        (b"HMSG _INBOX.a 1 x 3\r\n", "malformed"),
-        (b"HMSG _INBOX.a 1 9 3\r\nabc\r\n", "do not match"),
-        (b"HMSG _INBOX.a 1 3 3\r\nabcXY", "do not match"),
-        (b"X" * 70_000, "too long"),
-    ],
-)
-def test_split_names_bad_frames(data: bytes, words: str) -> None:
-    with pytest.raises(jsclient.ProtocolError, match=words):
-        split_replies(data, 0, [], [])
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..errors import BatchInterruptedError, InvalidArgumentError, JetStreamAPIError, NoRespondersError, TimeoutError
-from ..headers import Headers, HeadersInput, encode
+from ..headers import BATCH_MEMBER_BLOCK, Headers, HeadersInput, encode, encode_lines
 from ..payload import as_bytes
-from ..protocol import HPUB_FRAME, check_publish_subject
+from ..protocol import check_publish_subject, hpub_frame
 from . import api
 
 if TYPE_CHECKING:
@@ -105,14 +105,7 @@ def member(entry: Any, index: int) -> Member:
 
 def member_frame(subject: bytes, header_lines: bytes, batch_id: bytes, seq: int, payload: bytes) -> bytes:
     """One batch member as an HPUB frame; ``header_lines`` are the user's ``Name: value\\r\\n`` lines."""
-    header = b"NATS/1.0\r\n%sNats-Batch-Id: %s\r\nNats-Batch-Sequence: %d\r\n\r\n" % (header_lines, batch_id, seq)
-    hl = len(header)
-    return HPUB_FRAME % (subject, hl, hl + len(payload), header, payload)
-
-
-def header_lines(headers: Headers | None) -> bytes:
-    """The ``Name: value`` lines of a header block, without the version line and the blank line."""
-    return encode(headers)[10:-2] if headers else b""
+    return hpub_frame(subject, BATCH_MEMBER_BLOCK % (header_lines, batch_id, seq), payload)
 
 
 def check_batch_id(batch_id: str) -> bytes:
@@ -195,7 +188,8 @@ def send_batch(
     parts = [encoded]
     payload_bytes = encoded_bytes
     for seq, m in enumerate(members[:-1], encoded_count + 1):
-        parts.append(member_frame(m.subject.encode(), header_lines(m.headers), bid, seq, m.payload))
+        lines = encode_lines(m.headers) if m.headers else b""
+        parts.append(member_frame(m.subject.encode(), lines, bid, seq, m.payload))
         payload_bytes += len(m.payload)
     send_members(js, b"".join(parts), count=total - 1, payload_bytes=payload_bytes)
     last = members[-1]

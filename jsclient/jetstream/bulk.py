@@ -4,11 +4,14 @@ A :class:`BulkReader` belongs to one thread at a time (Spark runs one task
 per Python worker process; the per-process pool in
 :mod:`jsclient.spark.connections` hands it out) and takes no lock.  It has
 no reader thread: the asking thread sends a request and reads the socket
-itself, cutting the replies into header blocks and payloads with
-:func:`jsclient.protocol.split_replies`, without an event or message object
-per reply and without handing anything between threads.  That is what a
-reader of millions of messages pays for on every one of them through a
-shared :class:`jsclient.Connection`.
+itself, cutting the replies into header blocks and payloads with the link's
+own :class:`jsclient.protocol.Parser`
+(:meth:`~jsclient.protocol.Parser.feed_replies`), without an event or message
+object per reply and without handing anything between threads.  That is what
+a reader of millions of messages pays for on every one of them through a
+shared :class:`jsclient.Connection`.  Every frame it sends is encoded by
+:mod:`jsclient.protocol`, and the server's PINGs and -ERRs come to it as that
+parser's events.
 
 Two ways to ask: batched direct gets (ADR-31, :meth:`BulkReader.read`),
 which leave no trace on the server, and pulls from a consumer the caller
@@ -29,7 +32,6 @@ new link does not see.
 from __future__ import annotations
 
 import builtins
-import re
 import secrets
 import ssl
 from collections.abc import Callable, Iterator
@@ -45,8 +47,9 @@ from ..errors import (
     server_error,
 )
 from ..handshake import open_link
+from ..headers import header_value
 from ..options import Options, mask_url
-from ..protocol import PING, PONG, PUB_FRAME, check_subscribe_subject, split_replies
+from ..protocol import PING, PONG, Err, Event, Parser, Ping, Pong, check_subscribe_subject, encode_pub, encode_sub
 from ..transport import Transport
 from . import api, features
 from .direct import direct_get_error, eob_counts, stored_size
@@ -60,9 +63,6 @@ RECV_SIZE = 1 << 20
 BATCH_FILLED = Status(Kind.BATCH_COMPLETED, 409, "Batch Completed")
 #: Pulls in a row that may end before their first message (leader changes) before the read gives up.
 EMPTY_PULLS = 3
-#: A direct-get reply's subject and sequence, in its header block.
-_SUBJECT = re.compile(rb"\r\nNats-Subject: ([^\r]*)\r\n")
-_SEQUENCE = re.compile(rb"\r\nNats-Sequence: (\d+)\r\n")
 
 
 class _Filled:
@@ -108,10 +108,11 @@ class BulkReader:
         self.prefix = prefix
         self._tls_context = tls_context
         self._transport: Transport | None = None
+        self._parser: Parser | None = None  # the link's, from its handshake on: it keeps what is not parsed yet
         self._info: dict[str, Any] = {}  # the INFO of the server at the other end of the link
         self._inbox = ""
-        self._rest = b""  # received, not parsed yet
-        self._chunk = bytearray(RECV_SIZE)
+        self._chunk = bytearray(RECV_SIZE)  # what each recv fills
+        self._received = memoryview(self._chunk)  # whose first bytes go to the parser, uncopied
 
     def _link(self) -> Transport:
         if self._transport is not None:
@@ -119,14 +120,19 @@ class BulkReader:
         errors = []
         for url in self.options.servers:
             try:
-                transport, _, _ = open_link(url, self.options, self._tls_context, on_info=self._info_seen)
+                transport, parser, events = open_link(url, self.options, self._tls_context, on_info=self._info_seen)
             except (OSError, JetStreamAPIError, ProtocolError, TimeoutError) as exc:
                 errors.append(f"{mask_url(url)}: {exc}")
                 continue
             self._inbox = f"_INBOX.{secrets.token_hex(11)}"  # its own: every subscriber of a subject gets the replies
-            transport.sendall(b"SUB %s 1\r\n" % self._inbox.encode())
             self._transport = transport
-            self._rest = b""
+            self._parser = parser
+            try:
+                self._act(transport, events, until_pong=False)  # a PING that came with the handshake's PONG
+                transport.sendall(encode_sub(self._inbox, 1))
+            except BaseException:
+                self.close()
+                raise
             return transport
         raise NoServersError(f"bulk reader could not connect: {'; '.join(errors)}")
 
@@ -135,6 +141,7 @@ class BulkReader:
 
     def close(self) -> None:
         transport, self._transport = self._transport, None
+        self._parser = None
         if transport is not None:
             transport.close()
 
@@ -204,8 +211,7 @@ class BulkReader:
         try:
             transport = self._live_link(timeout)
             body = api.encode({"batch": batch, "max_bytes": max_bytes, "no_wait": True})
-            request = f"{self.prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer} {self._inbox}".encode()
-            frame = PUB_FRAME % (request, len(body), body)
+            frame = encode_pub(f"{self.prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}", body, self._inbox)
             transport.sendall(frame)
             while True:
                 args: list[bytes] = []
@@ -254,9 +260,9 @@ class BulkReader:
 
     def _batch_asked(
         self, transport: Transport, stream: str, subject: str, first: int, batch: int, max_bytes: int
-    ) -> bytes:
-        """Send the first request (on a live link); the request line for the next ones."""
-        request = f"{self.prefix}.DIRECT.GET.{stream} {self._inbox}".encode()
+    ) -> str:
+        """Send the first request (on a live link); the request subject for the next ones."""
+        request = f"{self.prefix}.DIRECT.GET.{stream}"
         self._ask(transport, request, subject, first, batch, max_bytes)
         return request
 
@@ -266,7 +272,7 @@ class BulkReader:
     ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         """:meth:`read` from a server before 2.11: one direct get per message (``seq`` and ``next_by_subj``),
         gathered into lists of up to ``batch`` messages or ``max_bytes``, until ``last`` or a 404."""
-        request = f"{self.prefix}.DIRECT.GET.{stream} {self._inbox}".encode()
+        request = f"{self.prefix}.DIRECT.GET.{stream}"
         seq = first
         ok = False
         try:
@@ -277,7 +283,7 @@ class BulkReader:
                 more = True
                 while more and len(headers) < batch and counted < max_bytes:
                     body = api.encode({"seq": seq, "next_by_subj": subject})
-                    transport.sendall(PUB_FRAME % (request, len(body), body))
+                    transport.sendall(encode_pub(request, body, self._inbox))
                     status = self._take(
                         transport, headers, payloads, timeout, until_pong=False, ends=_grown(headers)
                     )
@@ -290,12 +296,12 @@ class BulkReader:
                         more = False
                         break
                     header = headers[-1]
-                    found = _SEQUENCE.search(header)
-                    named = _SUBJECT.search(header)
-                    if found is None or named is None:
+                    found = header_value(header, b"Nats-Sequence")
+                    named = header_value(header, b"Nats-Subject")
+                    if found is None or named is None or not found.isdigit():
                         raise ProtocolError(f"a direct get reply without its sequence or subject: {header[:200]!r}")
-                    got = int(found[1])
-                    counted += stored_size(header, named[1].decode("utf-8", "replace"), payloads[-1])
+                    got = int(found)
+                    counted += stored_size(header, named.decode("utf-8", "replace"), payloads[-1])
                     more = got < last
                     seq = got + 1
                 if headers:
@@ -311,9 +317,9 @@ class BulkReader:
         """Read until the PONG that answers our PING (nothing else is in flight on an idle link)."""
         self._take(transport, [], [], timeout, until_pong=True)
 
-    def _ask(self, transport: Transport, request: bytes, subject: str, seq: int, batch: int, max_bytes: int) -> None:
+    def _ask(self, transport: Transport, request: str, subject: str, seq: int, batch: int, max_bytes: int) -> None:
         body = api.encode({"batch": batch, "seq": seq, "next_by_subj": subject, "max_bytes": max_bytes})
-        transport.sendall(PUB_FRAME % (request, len(body), body))
+        transport.sendall(encode_pub(request, body, self._inbox))
 
     def _take_batch(self, transport: Transport, headers: list[bytes], payloads: list[bytes], timeout: float) -> bytes:
         """Read until the status reply that ends a batch; its header block."""
@@ -334,22 +340,17 @@ class BulkReader:
     ) -> bytes | None:
         """Read and split replies until a status reply (returned), or None: ``until_pong``, a PONG; ``ends``, once
         it says the messages so far are all there will be.  ``args``: take a consumer's deliveries (see
-        split_replies)."""
-        rest = self._rest
+        :meth:`jsclient.protocol.Parser.feed_replies`)."""
+        parser = self._parser
+        assert parser is not None  # a live link has its parser
         chunk = self._chunk
+        data: memoryview | bytes = b""  # first what the parser kept (a batch's end may have come with the last)
         transport.settimeout(timeout)
         try:
             while True:
-                pos, status, controls = split_replies(rest, 0, headers, payloads, args=args)
-                rest = rest[pos:]
-                for line in controls:
-                    op = line.split(b" ", 1)[0].upper()
-                    if op == b"PING":
-                        transport.sendall(PONG)
-                    elif op == b"-ERR":
-                        raise server_error(line[4:].strip().strip(b"'").decode("utf-8", "replace"))
-                    elif op == b"PONG" and until_pong:
-                        return None
+                status, events = parser.feed_replies(data, headers, payloads, args)
+                if events and self._act(transport, events, until_pong=until_pong):
+                    return None
                 if status is not None:
                     return status
                 if ends is not None and ends():
@@ -360,7 +361,19 @@ class BulkReader:
                     raise TimeoutError(f"bulk read: no reply within {timeout} s") from None
                 if not n:
                     raise ConnectionLostError("the server closed the bulk reader's link")
-                rest += chunk[:n]  # bytes: the parser's slices are then values, copied once
+                data = self._received[:n]
         finally:
-            self._rest = rest
             transport.settimeout(None)
+
+    @staticmethod
+    def _act(transport: Transport, events: list[Event], *, until_pong: bool) -> bool:
+        """Answer the server's PINGs and raise its -ERR; True when a PONG came and ``until_pong`` waits for one."""
+        ponged = False
+        for event in events:
+            if isinstance(event, Ping):
+                transport.sendall(PONG)
+            elif isinstance(event, Err):
+                raise server_error(event.text)
+            elif isinstance(event, Pong):
+                ponged = until_pong
+        return ponged

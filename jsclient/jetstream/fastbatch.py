@@ -37,6 +37,7 @@ from ..errors import (
     api_error,
 )
 from ..headers import encode
+from ..protocol import FAST_APPEND_FRAME, REQUEST_HEAD, encode_fast_ingest
 from . import api, features
 from .batch import member
 
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from .context import JetStream
 
 #: Operations of the reply subject (ADR-50).
-START, APPEND, COMMIT, COMMIT_EOB, PING = 0, 1, 2, 3, 4
+START, APPEND, COMMIT, COMMIT_EOB, PING = 0, 1, 2, 3, 4  # APPEND is FAST_APPEND_FRAME's
 #: The flow a publisher asks for: an ack every this many messages at most (the server may ask for fewer).
 DEFAULT_FLOW = 500
 #: The largest flow the ADR's ack message can carry (a uint16).
@@ -55,10 +56,6 @@ MAX_FLOW = 65535
 CHUNK = 256
 #: A wait without any answer sends a ping after this long.
 PING_AFTER = 1.0
-
-_PUB = b"PUB %s %s%d.%d.$FI %d\r\n%s\r\n"  # subject, reply prefix, batch seq, operation, size, payload
-_APPEND = b"%s%d.1.$FI %d\r\n%s\r\n"  # "PUB <subject> <reply prefix>", batch seq, size, payload
-_HPUB = b"HPUB %s %s%d.%d.$FI %d %d\r\n%s%s\r\n"
 
 
 class FastBatchAck(msgspec.Struct, kw_only=True, frozen=True):
@@ -133,12 +130,7 @@ class _Publisher:
 
     # -- sending -------------------------------------------------------------------
     def add(self, subject: bytes, header: bytes, payload: bytes, seq: int, op: int) -> None:
-        if header:
-            hl = len(header)
-            frame = _HPUB % (subject, self.prefix, seq, op, hl, hl + len(payload), header, payload)
-        else:
-            frame = _PUB % (subject, self.prefix, seq, op, len(payload), payload)
-        self.frames.append(frame)
+        self.frames.append(encode_fast_ingest(subject, self.prefix, seq, op, header, payload))
         self.payload_bytes += len(payload)
         self.last_subject = subject
 
@@ -233,7 +225,7 @@ def publish_stream(
 
 def _run(pub: _Publisher, first: Any, entries: Iterator[Any]) -> FastBatchAck:
     """Send every entry, the last one committing; the loop is the hot path of a bulk load."""
-    heads: dict[str, bytes] = {}  # subject -> "PUB <subject> <reply prefix>", for subjects checked
+    heads: dict[str, bytes] = {}  # subject -> REQUEST_HEAD of it and the reply prefix, for subjects checked
     limit = pub.conn.max_payload
     frames = pub.frames
     append = frames.append
@@ -256,7 +248,7 @@ def _run(pub: _Publisher, first: Any, entries: Iterator[Any]) -> FastBatchAck:
         if type(current) is tuple and len(current) == 2 and type(payload := current[1]) is bytes and (
             (head := heads.get(current[0])) is not None and len(payload) <= limit
         ):
-            append(_APPEND % (head, seq, len(payload), payload))
+            append(FAST_APPEND_FRAME % (head, seq, len(payload), payload))
             payload_bytes += len(payload)
         else:
             _add_checked(pub, heads, current, seq - 1, seq, APPEND)
@@ -299,7 +291,7 @@ def _add_checked(pub: _Publisher, heads: dict[str, bytes], entry: Any, index: in
             f"batch message {index} of {len(m.payload) + len(header)} bytes exceeds max_payload {limit}"
         )
         raise _stop_at(pub, seq - 1, too_big)
-    heads.setdefault(m.subject, b"PUB %s %s" % (subject, pub.prefix))
+    heads.setdefault(m.subject, REQUEST_HEAD % (subject, pub.prefix))
     pub.add(subject, header, m.payload, seq, op)
 
 

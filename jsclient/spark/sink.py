@@ -55,9 +55,9 @@ from ..errors import (
     TimeoutError,
     WrongLastSequenceError,
 )
-from ..headers import Headers, check_header, status_of
+from ..headers import Headers, encode_line, msg_id_block, status_of
 from ..jetstream.batch import Member, batch_ack, check_batch_id, member_frame, send_commit, send_members
-from ..protocol import HPUB_REPLY_FRAME, check_publish_subject
+from ..protocol import check_publish_subject, hpub_frame
 from .arrow import MSG_ID, user_header
 from .connections import connection
 from .options import SparkOptions
@@ -192,9 +192,7 @@ def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str]) -> _C
     if ids is not None:
         for i, msg_id in enumerate(ids):
             if msg_id:
-                text = str(msg_id)
-                check_header(MSG_ID, text)  # a line break would smuggle header lines of its own
-                lines[i] += b"Nats-Msg-Id: %s\r\n" % text.encode()
+                lines[i] += encode_line(MSG_ID, str(msg_id))
     return _Columns(subjects, payloads, lines)
 
 
@@ -217,9 +215,7 @@ def _header_lines(entries: Iterable[tuple[str, Any]], keep_msg_id: bool) -> byte
         for value in values if isinstance(values, (list, tuple)) else (values,):
             if value is None:
                 continue
-            text = str(value)
-            check_header(name, text)
-            out.append(f"{name}: {text}\r\n".encode())
+            out.append(encode_line(name, str(value)))
     return b"".join(out)
 
 
@@ -403,17 +399,10 @@ class _MsgIdTask:
             size = 0
             for k in range(i, hi):
                 index = self.sent + k - i
-                own = lines[k]
-                header = (
-                    b"NATS/1.0\r\n%s\r\n" % own
-                    if b"Nats-Msg-Id: " in own
-                    else b"NATS/1.0\r\n%sNats-Msg-Id: %s-%d\r\n\r\n" % (own, self.id_prefix, index)
-                )
-                hl = len(header)
+                header = msg_id_block(lines[k], b"%s-%d" % (self.id_prefix, index))
                 payload = payloads[k]
                 size += len(payload)
-                reply = b"%s.%d" % (inbox, index)
-                parts.append(HPUB_REPLY_FRAME % (subjects[k], reply, hl, hl + len(payload), header, payload))
+                parts.append(hpub_frame(subjects[k], header, payload, b"%s.%d" % (inbox, index)))
             self.conn.publish_encoded(b"".join(parts), messages=hi - i, payload_bytes=size)
             self.sent += hi - i
             i = hi
