@@ -7,8 +7,9 @@ description goes last: until it is stored, readers see the previous version
 (or nothing), so a put cut short never shows a half object.  The previous
 version's chunks are purged once the new description is stored; a put that
 fails purges the chunks it stored, and when the stream cannot be reached
-(perhaps why it failed) a ``jsclient-obj-purge`` thread keeps trying for
-``PURGE_RETRY`` (ten minutes) while the connection is open.
+(perhaps why it failed) or chunks are still landing, a ``jsclient-obj-purge``
+thread purges until the subject stays empty, for ``PURGE_RETRY`` (ten
+minutes) while the connection is open.
 
 Runs on the caller's thread.  An :class:`ObjectStore` holds no mutable state
 and may be shared; an :class:`ObjectReader` or :class:`ObjectWatcher` belongs
@@ -30,6 +31,7 @@ import hashlib
 import os
 import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
@@ -105,6 +107,8 @@ __all__ = [
 PUT_WINDOW = 64
 #: How a failed put's chunks are purged when the stream cannot be reached at once: for up to ten minutes.
 PURGE_RETRY = Backoff(initial=0.1, maximum=5.0, within=600.0)
+#: After a purge, how long chunks still on their way get to land before the subject is looked at again.
+STRAGGLER_WAIT = 0.5
 ROLLUP = {"Nats-Rollup": "sub"}
 
 Data = bytes | bytearray | memoryview | IO[bytes] | os.PathLike[str]
@@ -288,13 +292,20 @@ class ObjectStore:
         return replace(info, mtime=_now())
 
     def _purge_failed_put(self, subject: str) -> None:
-        """Purge the chunks a failed put stored; if the stream cannot be reached now (the put may have failed
-        for that), keep trying on a thread of its own, so that no chunk outlives the failure."""
-        try:
+        """Purge the chunks a failed put stored.
+
+        A chunk whose publish timed out may still be on its way into the
+        stream (the server queues stores and API requests apart), and the
+        stream may be out of reach (perhaps why the put failed): unless the
+        subject is seen empty after the purge, a ``jsclient-obj-purge`` thread
+        purges and looks again until it stays empty.
+        """
+        with contextlib.suppress(Error):
             self._js.purge_stream(self.stream, subject=subject)
-        except Error:
-            threading.Thread(target=self._purge_in_background, args=(subject,), name="jsclient-obj-purge",
-                             daemon=True).start()
+            if not self._chunks_left(subject):
+                return
+        threading.Thread(target=self._purge_in_background, args=(subject,), name="jsclient-obj-purge",
+                         daemon=True).start()
 
     def _purge_in_background(self, subject: str) -> None:
         """``jsclient-obj-purge`` thread: retry until purged, the connection closes, or PURGE_RETRY gives up."""
@@ -302,14 +313,18 @@ class ObjectStore:
             PURGE_RETRY.retrying(until_true=True)(self._try_purge, subject)
 
     def _try_purge(self, subject: str) -> bool:
-        """One try; True when there is nothing more to do."""
+        """One try; True when there is nothing more to do (the subject stayed empty for a moment after it)."""
         if self._js.conn.is_closed:
             return True
         try:
             self._js.purge_stream(self.stream, subject=subject)
+            time.sleep(STRAGGLER_WAIT)
+            return not self._chunks_left(subject)
         except Error:
             return False
-        return True
+
+    def _chunks_left(self, subject: str) -> int:
+        return sum((self._js.stream_info(self.stream, subjects_filter=subject).state.subjects or {}).values())
 
     def _put_chunks(
         self, source: IO[bytes] | memoryview, subject: str, info: ObjectInfo, size: int, wait: float
