@@ -230,6 +230,27 @@ _DELIVERY = re.compile(
 _DELIVERY_TAIL = re.compile(rb"(\d+)\r\nNats-Time-Stamp: ([^\r\n]*)\r\n\r\n")
 
 
+#: Headers a server adds to a direct get's reply: fields of the stored message, not headers of its own.
+DELIVERY_HEADERS = frozenset(
+    {"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject", "Nats-Num-Pending", "Nats-Last-Sequence",
+     "Nats-UpTo-Sequence"}
+)
+
+
+def split_delivery(block: bytes) -> tuple[dict[str, str], int]:
+    """A direct get reply's delivery headers, and the bytes its other lines take (the message's own headers,
+    each line with its CRLF, as the server counts them against a batch's ``max_bytes``; 0: it has none)."""
+    found: dict[str, str] = {}
+    own = 0
+    for line in block.split(b"\r\n")[1:]:
+        name, _, value = line.decode("utf-8", "replace").partition(":")
+        if name in DELIVERY_HEADERS:
+            found[name] = value[1:] if value[:1] == " " else value
+        elif line:
+            own += len(line) + 2
+    return found, own
+
+
 def delivery_head(stream: str, subject: str) -> bytes:
     """The start of that block for a message of ``stream`` on ``subject``, up to its sequence."""
     return b"NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: " % (stream.encode(), subject.encode())

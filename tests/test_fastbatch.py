@@ -184,6 +184,13 @@ def test_a_stream_without_batches_is_named(js: jsclient.JetStream) -> None:
     assert js.stream_info("NOFAST").state.messages == 0
 
 
+def test_a_batch_no_stream_stores_raises_no_stream_response(js: jsclient.JetStream) -> None:
+    """The first message's answer is the 503 no-responders status, mapped as any publish's (not a decode error)."""
+    with pytest.raises(jsclient.NoStreamResponseError, match="no stream answered a publish"):
+        js.publish_stream([("nowhere.fast", b"1"), ("nowhere.fast", b"2")])
+    assert js.conn.is_connected
+
+
 @pytest.mark.needs_server("2.10")  # no server at all: the module's mark does not apply
 def test_the_flow_ack_wire_form() -> None:
     """The answers the publisher reads, as ADR-50 writes them (the live tests above see the real ones)."""

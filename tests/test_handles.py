@@ -247,7 +247,10 @@ def test_drain_hands_out_what_arrived_and_strands_nothing(
             time.sleep(0.3)  # the rest of the first pull's 20 arrive
             it.drain()
     assert handed == [b"%d" % i for i in range(20)]  # 5 before the drain, the 15 buffered after it
-    info = consumer.info()
+    # Acks are published without waiting and the server applies them on its own time: look until they land.
+    deadline = time.monotonic() + 10
+    while (info := consumer.info()).num_ack_pending and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert info.num_ack_pending == 0 and info.num_pending == 80  # none delivered and left behind
 
 
@@ -338,3 +341,21 @@ def test_stop_ends_messages_at_once(js: jsclient.JetStream) -> None:
     messages.stop()
     reader.join(10)  # far less than the 30 s the pull would wait
     assert ended.is_set() and not reader.is_alive()
+
+
+def test_a_consumer_made_without_an_ack_policy_acks_explicitly(js: jsclient.JetStream) -> None:
+    """Every way to make a consumer without naming ack_policy gets explicit acks (the server alone would pick
+    none): an unacked message comes again."""
+    stream = js.create_stream(name="ACKDEF", subjects=["ackdef"])
+    made = [
+        stream.create_consumer(name="c1", ack_wait=0.5),
+        stream.create_or_update_consumer(durable_name="c2", ack_wait=0.5),
+        stream.consumer(js.add_consumer("ACKDEF", name="c3", ack_wait=0.5).name),
+    ]
+    js.publish("ackdef", b"once")
+    for consumer in made:
+        assert consumer.info().config.ack_policy == jsclient.AckPolicy.EXPLICIT
+        first = consumer.next(timeout=2)
+        again = consumer.next(timeout=5)  # not acked: redelivered after ack_wait
+        assert (first.data, again.data) == (b"once", b"once")
+        assert again.metadata.num_delivered == 2

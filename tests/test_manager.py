@@ -20,29 +20,29 @@ from jsclient.protocol import Parser
 from jsclient.scheduler import Scheduler
 
 M, H, E, W, R, X = Verdict.MESSAGE, Verdict.HANDLED, Verdict.END, Verdict.WARNING, Verdict.RESET, Verdict.ERROR
-WORKFLOWS = ("push", "ordered", "fetch", "consume", "direct batch")
+WORKFLOWS = ("push", "ordered", "fetch", "consume", "direct batch", "acks")
 
 MATRIX: list[tuple[bytes | None, tuple[Verdict, ...]]] = [
-    #  status line                           push ordered fetch consume direct-batch
-    (None,                                   (M, M, M, M, M)),
-    (b"100 Idle Heartbeat",                  (H, H, H, H, X)),
-    (b"100 FlowControl Request",             (H, H, H, H, X)),
-    (b"404 No Messages",                     (X, X, E, E, E)),
-    (b"408 Request Timeout",                 (X, X, E, E, X)),
-    (b"408 Interest Expired",                (X, X, E, E, X)),
-    (b"204 EOB",                             (X, X, X, X, E)),
-    (b"409 Message Size Exceeds MaxBytes",   (X, X, E, E, X)),
-    (b"409 Batch Completed",                 (X, X, E, E, X)),
-    (b"423 Nats-Wrong-Pin-Id",               (X, X, E, E, X)),
-    (b"409 Leadership Change",               (X, X, E, E, X)),
-    (b"409 Server Shutdown",                 (X, X, E, E, X)),
-    (b"409 Exceeded MaxWaiting",             (X, X, X, W, X)),
-    (b"503",                                 (X, X, X, W, X)),
-    (b"409 Consumer Deleted",                (X, R, X, X, X)),
-    (b"409 Consumer is push based",          (X, X, X, X, X)),
-    (b"409 Exceeded MaxRequestBatch of 10",  (X, X, X, X, X)),
-    (b"400 Bad Request",                     (X, X, X, X, X)),
-    (b"499 Something New",                   (X, X, X, X, X)),
+    #  status line                           push ordered fetch consume direct-batch acks
+    (None,                                   (M, M, M, M, M, M)),
+    (b"100 Idle Heartbeat",                  (H, H, H, H, X, X)),
+    (b"100 FlowControl Request",             (H, H, H, H, X, X)),
+    (b"404 No Messages",                     (X, X, E, E, E, X)),
+    (b"408 Request Timeout",                 (X, X, E, E, X, X)),
+    (b"408 Interest Expired",                (X, X, E, E, X, X)),
+    (b"204 EOB",                             (X, X, X, X, E, X)),
+    (b"409 Message Size Exceeds MaxBytes",   (X, X, E, E, X, X)),
+    (b"409 Batch Completed",                 (X, X, E, E, X, X)),
+    (b"423 Nats-Wrong-Pin-Id",               (X, X, E, E, X, X)),
+    (b"409 Leadership Change",               (X, X, E, E, X, X)),
+    (b"409 Server Shutdown",                 (X, X, E, E, X, X)),
+    (b"409 Exceeded MaxWaiting",             (X, X, X, W, X, X)),
+    (b"503",                                 (X, X, X, W, X, X)),
+    (b"409 Consumer Deleted",                (X, R, X, X, X, X)),
+    (b"409 Consumer is push based",          (X, X, X, X, X, X)),
+    (b"409 Exceeded MaxRequestBatch of 10",  (X, X, X, X, X, X)),
+    (b"400 Bad Request",                     (X, X, X, X, X, X)),
+    (b"499 Something New",                   (X, X, X, X, X, X)),
 ]
 
 

@@ -245,7 +245,7 @@ def test_within_the_window_message_ids_deduplicate_a_retry(
 
 @pytest.mark.needs_server("2.12")  # the atomic sink
 def test_the_sink_names_what_it_needs(server: NatsServer, js: jsclient.JetStream, caplog: Any) -> None:
-    from jsclient.spark.sink import plan_write
+    from jsclient.spark.sink import SinkMode, plan_write
 
     js.add_stream(name="NOMARK", subjects=["nm.>"], allow_atomic=True)
     with pytest.raises(jsclient.InvalidArgumentError, match=r"add '_jsclient\.commits\.NOMARK\.>' to the stream"):
@@ -255,7 +255,7 @@ def test_the_sink_names_what_it_needs(server: NatsServer, js: jsclient.JetStream
     js.add_stream(name="IDS", subjects=["ids.>"], duplicate_window=30)
     with caplog.at_level(logging.WARNING, logger="jsclient.spark"):
         plan = plan_write(SparkOptions.parse({"servers": server.url, "subject": "ids.x"}))
-    assert (plan.mode, plan.stream) == ("msgid", "IDS")
+    assert (plan.mode, plan.stream) == (SinkMode.MSGID, "IDS")
     assert "only within the duplicate_window of stream 'IDS' (30 s)" in caplog.text
 
 

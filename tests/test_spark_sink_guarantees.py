@@ -502,3 +502,18 @@ def test_a_row_whose_msg_id_the_stream_holds_fails_the_write(
     stored_ids = {m.headers.get("Nats-Msg-Id") for m in js.direct_get_batch("IDS", "ids.new", batch=2000)}
     assert stored_ids == {f"order-{i}" for i in range(999)}  # each row kept its own id
     assert markers(js, "IDS") == [{"batch": 0, "rows": 999}]  # the failed write's marker stays, for a retry
+
+
+# -- 4. rows no stream stores ---------------------------------------------------------------------------------
+
+
+def test_msg_id_rows_no_stream_stores_fail_the_task_with_no_stream_response(server: NatsServer) -> None:
+    """A msg-id write whose rows' subject no stream stores: the server's 503 on the ack inbox fails the task
+    with the error a publish gets (NoStreamResponseError), not a decode error and not a timeout."""
+    opts = SparkOptions.parse({"servers": server.url})
+    with jsclient.connect(server.url) as nc:
+        task = sink._MsgIdTask(nc.jetstream(), "w-0-0", 100, 10.0)
+        task.add(sink._columns(record_batches("nowhere", 0, 10)[0], opts, set()))
+        with pytest.raises(jsclient.NoStreamResponseError, match="no stream answered a publish"):
+            task.finish()
+        assert nc.is_connected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jsclient import errors
-from jsclient.jetstream.status import Kind, classify, status_error
+from jsclient.jetstream.status import Kind, Request, classify, reply_error
 from jsclient.protocol import MsgEvent
 
 
@@ -78,11 +78,31 @@ def test_pull_and_error_statuses(line: bytes, kind: Kind) -> None:
     ],
 )
 def test_error_statuses_map_to_specific_errors(line: bytes, error: type) -> None:
-    exc = status_error(classify(status_msg(line)))
+    exc = reply_error(classify(status_msg(line)), Request.CONSUME, "C")
     assert type(exc) is error and isinstance(exc, errors.JetStreamStatusError)
 
 
 def test_unknown_status_keeps_code_and_description() -> None:
-    exc = status_error(classify(status_msg(b"499 Something New")))
+    exc = reply_error(classify(status_msg(b"499 Something New")), Request.CONSUME, "C")
     assert type(exc) is errors.JetStreamStatusError
     assert (exc.code, exc.description) == (499, "Something New")
+
+
+@pytest.mark.parametrize(
+    ("request_kind", "line", "error"),
+    [
+        (Request.DIRECT_GET, b"404 Message Not Found", errors.MessageNotFoundError),
+        (Request.DIRECT_GET, b"408 Bad Request", errors.BadRequestError),
+        (Request.DIRECT_GET, b"413 Too Many Subjects", errors.TooManySubjectsError),
+        (Request.DIRECT_GET, b"503", errors.NoRespondersError),  # explained by direct.no_direct with a JetStream
+        (Request.DIRECT_GET, b"499 Something New", errors.JetStreamAPIError),
+        (Request.PUBLISH, b"503", errors.NoStreamResponseError),
+        (Request.PUBLISH, b"499 Something New", errors.JetStreamAPIError),
+        (Request.CONSUME, b"503", errors.NoRespondersStatusError),
+    ],
+)
+def test_one_status_means_what_its_request_makes_it(request_kind: Request, line: bytes, error: type) -> None:
+    """The one status → error mapping: the same code is another error to a direct get, a publish, a consumer."""
+    exc = reply_error(classify(status_msg(line)), request_kind, "S")
+    assert type(exc) is error
+    assert "S" in str(exc) or request_kind is Request.CONSUME or type(exc) is errors.MessageNotFoundError

@@ -24,7 +24,7 @@ from ..errors import (
 )
 from ..protocol import check_subscribe_subject
 from . import api, features
-from .api import AccountInfo, ConsumerConfig, ConsumerInfo, StoredMsg, StreamConfig, StreamInfo
+from .api import AccountInfo, AckPolicy, ConsumerConfig, ConsumerInfo, StoredMsg, StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -198,6 +198,8 @@ class Admin:
         if action not in ("", "create", "update"):
             raise InvalidArgumentError(f"action must be '', 'create' or 'update', not {action!r}")
         cfg = api.validate_consumer_config(api.merge_config(ConsumerConfig, config, fields))
+        if cfg.ack_policy is UNSET:  # the server's default is none: nothing would ever be redelivered
+            cfg = api.replace(cfg, ack_policy=AckPolicy.EXPLICIT.value)
         level = self._js.require(*features.consumer_features(cfg))
         name = cfg.name if cfg.name is not UNSET else cfg.durable_name
         body: dict[str, Any] = {"stream_name": stream, "config": cfg}

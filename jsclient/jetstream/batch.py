@@ -25,6 +25,7 @@ from ..headers import BATCH_MEMBER_BLOCK, Headers, HeadersInput, encode, encode_
 from ..payload import as_bytes
 from ..protocol import check_publish_subject, hpub_frame
 from . import api
+from .status import no_stream
 
 if TYPE_CHECKING:
     from ..message import Msg
@@ -142,8 +143,6 @@ def batch_ack(commit: Future[Msg], subject: str, *, js: JetStream | None = None,
     try:
         reply = commit.result()
     except NoRespondersError:
-        from .context import no_stream
-
         raise no_stream(subject) from None
     except TimeoutError as exc:
         if js is not None and js.conn.reconnects != reconnects:

@@ -22,6 +22,13 @@ without an end: from such a server (its INFO says so) ``read`` asks for one
 message at a time instead, a round trip each, so that it still reads every
 message once.
 
+Statuses are judged by the consumption engine's tables
+(:data:`~.manager.DIRECT_BATCH`, :data:`~.manager.FETCH`) and mapped to
+errors by :func:`.status.reply_error`, the one mapping; not through a
+:class:`~.channel.Channel`, which takes from a subscription: this link has
+none, and a no-wait pull with no acks has no heartbeats, flow control or
+order for a message manager to keep.
+
 The next request goes out as soon as a batch's end arrives, so the server
 fills the socket while the caller decodes.  Any fault closes the link and
 raises; the next read opens a new one.  Reading stops between requests, never
@@ -40,7 +47,6 @@ from typing import Any
 from ..errors import (
     ConnectionLostError,
     JetStreamAPIError,
-    NoRespondersError,
     NoServersError,
     ProtocolError,
     TimeoutError,
@@ -52,10 +58,10 @@ from ..options import Options, mask_url
 from ..protocol import PING, PONG, Err, Event, Parser, Ping, Pong, check_subscribe_subject, encode_pub, encode_sub
 from ..transport import Transport
 from . import api, features
-from .direct import direct_get_error, eob_counts, stored_size
+from .direct import eob_counts, stored_size
 from .manager import DIRECT_BATCH, FETCH, Verdict
 from .metadata import parse_metadata
-from .status import Kind, Status, classify_header, status_error
+from .status import Kind, Request, Status, classify_header, reply_error
 
 #: Bytes per recv: a few hundred replies at a time.
 RECV_SIZE = 1 << 20
@@ -172,9 +178,7 @@ class BulkReader:
                 status = self._take_batch(transport, headers, payloads, timeout)
                 judged = classify_header(status)
                 if DIRECT_BATCH[judged.kind] is not Verdict.END:
-                    if judged.code == 503:
-                        raise NoRespondersError(f"no direct get responder for stream {stream!r}")
-                    raise direct_get_error(judged.code, judged.description, stream)
+                    raise reply_error(judged, Request.DIRECT_GET, stream)
                 if judged.kind is Kind.NO_MESSAGES:
                     ok = True
                     if headers:
@@ -221,20 +225,20 @@ class BulkReader:
                 status = self._take(transport, headers, payloads, timeout, until_pong=False, args=args, ends=filled)
                 judged = BATCH_FILLED if status is None else classify_header(status)
                 if FETCH[judged.kind] is not Verdict.END:
-                    raise status_error(judged)
+                    raise reply_error(judged, Request.CONSUME, consumer)
                 if judged.kind is Kind.NO_MESSAGES:
                     more = False
                 elif args:
                     meta = parse_metadata(args[-1].rpartition(b" ")[2].decode())
                     more = meta.num_pending > 0 and meta.sequence.stream < last
                     empty = 0
-                elif judged.kind is Kind.MAX_BYTES:
-                    raise status_error(judged)  # one message larger than max_bytes: no pull would ever take it
+                elif judged.kind is Kind.MAX_BYTES:  # one message larger than max_bytes: no pull would ever take it
+                    raise reply_error(judged, Request.CONSUME, consumer)
                 elif empty < EMPTY_PULLS:
                     more = True  # a pull that ended before its first message (a leader change): pull again
                     empty += 1
-                else:
-                    raise status_error(judged)  # ended empty time after time: the task fails and is retried
+                else:  # ended empty time after time: the task fails and is retried
+                    raise reply_error(judged, Request.CONSUME, consumer)
                 if more:
                     transport.sendall(frame)
                 else:
@@ -290,9 +294,7 @@ class BulkReader:
                     if status is not None:
                         judged = classify_header(status)
                         if judged.kind is not Kind.NO_MESSAGES:
-                            if judged.code == 503:
-                                raise NoRespondersError(f"no direct get responder for stream {stream!r}")
-                            raise direct_get_error(judged.code, judged.description, stream)
+                            raise reply_error(judged, Request.DIRECT_GET, stream)
                         more = False
                         break
                     header = headers[-1]

@@ -1,12 +1,15 @@
 """The consumption engine: a delivery port, its message manager and a verdict table, one step at a time.
 
-Every JetStream workflow that consumes (push ``next_msg`` and callbacks,
-the ordered subscription and the ordered consumer, pull ``fetch`` and
-``messages()``, the batched direct get) asks a :class:`Channel` for its
-next :class:`Step` and acts on one :class:`Outcome`.  The channel takes
-from the port, has the manager judge each message by the workflow's
-table, handles heartbeats and flow control itself, and turns a status
-into its error through :func:`.status.status_error`, the one mapping.
+Every JetStream workflow that takes from a subscription (push
+``next_msg`` and callbacks, the ordered subscription and the ordered
+consumer, pull ``fetch`` and ``messages()``, the batched direct get, and
+the publish-ack collectors of fast ingest and the Spark sink) asks a
+:class:`Channel` for its next :class:`Step` and acts on one
+:class:`Outcome`.  The channel takes from the port, has the manager judge
+each message by the workflow's table, handles heartbeats and flow control
+itself, and turns a status into its error through
+:func:`.status.reply_error`, the one mapping, by what the channel's
+messages answer (:class:`~.status.Request`).
 The workflows are the policies: what an end, a warning, a reset or a
 wake-up means for them.
 
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import Error, TimeoutError
 from .manager import Table, Verdict
-from .status import NO_STATUS, Status, status_error
+from .status import NO_STATUS, Request, Status, reply_error
 
 if TYPE_CHECKING:
     from ..core.iface import DeliveryPort
@@ -81,14 +84,24 @@ TIMED_OUT = Step(Outcome.TIMEOUT)
 
 
 class Channel:
-    """One subscription's port, judged by ``manager`` under ``table``."""
+    """One subscription's port, judged by ``manager`` under ``table``.
 
-    __slots__ = ("manager", "port", "table")
+    ``request`` and ``target`` name what the messages answer (a consumer's
+    deliveries, a direct get on a stream, publishes to a subject), which
+    says what an error status means.
+    """
 
-    def __init__(self, port: DeliveryPort, manager: MessageManager, table: Table) -> None:
+    __slots__ = ("manager", "port", "request", "table", "target")
+
+    def __init__(
+        self, port: DeliveryPort, manager: MessageManager, table: Table, *,
+        request: Request = Request.CONSUME, target: str = "",
+    ) -> None:
         self.port = port
         self.manager = manager
         self.table = table
+        self.request = request
+        self.target = target
 
     def step(self, timeout: float | None) -> Step:
         """The next thing the workflow must act on, waiting up to ``timeout`` (None: until one comes).
@@ -127,7 +140,10 @@ class Channel:
     def _status_step(self, verdict: Verdict, msg: Msg) -> Step:
         outcome = _BY_VERDICT[verdict]
         status = self.manager.status
-        error = status_error(status) if outcome is Outcome.WARNING or outcome is Outcome.ERROR else None
+        error = (
+            reply_error(status, self.request, self.target)
+            if outcome is Outcome.WARNING or outcome is Outcome.ERROR else None
+        )
         return Step(outcome, msg, status, error)
 
     def ready(self) -> Step | None:

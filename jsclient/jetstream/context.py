@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..checks import seconds
 from ..errors import JetStreamAPIError
@@ -49,7 +49,7 @@ from .handles import Consumer, Stream
 from .kv import KeyValue, KeyValueStatus
 from .objectstore import ObjectStore, ObjectStoreStatus
 from .ordered import OrderedSubscription
-from .publisher import PUBLISH_RETRY, Publisher, no_stream, publish_options, window_size
+from .publisher import PUBLISH_RETRY, Publisher, publish_options, window_size
 from .pull import PullSubscription
 from .push import PushSubscription
 from .stores import Stores
@@ -317,7 +317,11 @@ class JetStream:
     def add_consumer(
         self, stream: str, config: ConsumerConfig | None = None, *, action: str = "", **fields: Any
     ) -> ConsumerInfo:
-        """Create or update a consumer; ``action`` "create" or "update" restricts to one."""
+        """Create or update a consumer; ``action`` "create" or "update" restricts to one.
+
+        ``ack_policy`` defaults to explicit (the server's own default, none,
+        would never redeliver a message), as in the handles' calls.
+        """
         return self._admin.add_consumer(stream, config, action, fields)
 
     def update_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> ConsumerInfo:
@@ -352,23 +356,39 @@ class JetStream:
         self._admin.unpin_consumer(stream, consumer, group)
 
     # -- subscribing -----------------------------------------------------------------
+    @overload
     def subscribe(
-        self,
-        subject: str | None = None,
-        *,
-        durable: str | None = None,
-        queue: str | None = None,
-        stream: str | None = None,
-        consumer: str | None = None,
-        config: ConsumerConfig | None = None,
-        cb: Callable[[Msg], None] | None = None,
-        manual_ack: bool = False,
-        idle_heartbeat: float | None = None,
-        flow_control: bool = False,
-        heartbeat_alarm: float | None = None,
-        ordered: bool = False,
-        pending_msgs_limit: int | None = None,
-        pending_bytes_limit: int | None = None,
+        self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
+        stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
+        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: Literal[False] = False,
+        pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
+    ) -> PushSubscription: ...
+
+    @overload
+    def subscribe(
+        self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
+        stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
+        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: Literal[True],
+        pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
+    ) -> OrderedSubscription: ...
+
+    @overload
+    def subscribe(
+        self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
+        stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
+        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: bool = False,
+        pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
+    ) -> PushSubscription | OrderedSubscription: ...
+
+    def subscribe(
+        self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
+        stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
+        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: bool = False,
+        pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
     ) -> PushSubscription | OrderedSubscription:
         """A push subscription (ADR-15), or with ``ordered=True`` an ordered consumer (ADR-17)."""
         return self._subscriber.subscribe(
@@ -410,17 +430,13 @@ class JetStream:
         payload: bytes = b"",
         *,
         msg_id: str | None = None,
-        expected_stream: str | None = None,
-        expected_last_seq: int | None = None,
-        expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None,
+        expected_stream: str | None = None, expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None, expected_last_msg_id: str | None = None,
         headers: HeadersInput | None = None,
         timeout: float | None = None,
         ttl: msgopts.TTL | None = None,
-        schedule: msgopts.Schedule | None = None,
-        schedule_target: str | None = None,
-        schedule_source: str | None = None,
-        schedule_ttl: msgopts.TTL | None = None,
+        schedule: msgopts.Schedule | None = None, schedule_target: str | None = None,
+        schedule_source: str | None = None, schedule_ttl: msgopts.TTL | None = None,
         schedule_time_zone: str | None = None,
     ) -> PubAck:
         """Publish and wait for the stream's ack.
@@ -443,18 +459,14 @@ class JetStream:
         payload: bytes = b"",
         *,
         msg_id: str | None = None,
-        expected_stream: str | None = None,
-        expected_last_seq: int | None = None,
-        expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None,
+        expected_stream: str | None = None, expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None, expected_last_msg_id: str | None = None,
         headers: HeadersInput | None = None,
         timeout: float | None = None,
         retry_on_no_responders: int = 0,
         ttl: msgopts.TTL | None = None,
-        schedule: msgopts.Schedule | None = None,
-        schedule_target: str | None = None,
-        schedule_source: str | None = None,
-        schedule_ttl: msgopts.TTL | None = None,
+        schedule: msgopts.Schedule | None = None, schedule_target: str | None = None,
+        schedule_source: str | None = None, schedule_ttl: msgopts.TTL | None = None,
         schedule_time_zone: str | None = None,
     ) -> Future[PubAck]:
         """Publish without waiting: a Future resolved with the PubAck, an API error or a timeout.
@@ -547,4 +559,4 @@ class JetStream:
         return AtomicBatch(self, timeout)
 
 
-__all__ = ["PUBLISH_RETRY", "JetStream", "JetStreamAPIError", "no_stream"]
+__all__ = ["PUBLISH_RETRY", "JetStream", "JetStreamAPIError"]

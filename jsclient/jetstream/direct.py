@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple
 
 from ..checks import check_timeout, whole
 from ..errors import (
-    BadRequestError,
     DirectGetDisabledError,
     FeatureNotSupportedError,
     InvalidArgumentError,
@@ -34,32 +33,29 @@ from ..errors import (
     NoRespondersError,
     StreamNotFoundError,
     TimeoutError,
-    TooManySubjectsError,
 )
-from ..headers import DELIVERY_BLOCK, Headers, delivery_fields, delivery_tail, parse, status_of
-from ..headers import delivery_head as delivery_head  # named here too: kv reads it from this module
+from ..headers import (
+    DELIVERY_BLOCK,
+    DELIVERY_HEADERS,
+    Headers,
+    delivery_fields,
+    delivery_head,
+    delivery_tail,
+    parse,
+    split_delivery,
+    status_of,
+)
 from ..message import Msg
 from ..protocol import R, ReplyShape, check_publish_subject, check_subscribe_subject, remember, reply_pattern
 from . import api, features
-from .manager import DIRECT_BATCH, MessageManager, Verdict
-from .status import Kind, Status
+from .channel import Channel, Outcome
+from .manager import DIRECT_BATCH, MessageManager
+from .status import MAX_MULTI_SUBJECTS, Kind, Request, classify_header, reply_error
 
 if TYPE_CHECKING:
     from ..core.iface import DeliveryPort
     from .context import JetStream
 
-#: Delivery headers the server adds; exposed as fields, not as user headers.
-DELIVERY_HEADERS = (
-    "Nats-Stream",
-    "Nats-Sequence",
-    "Nats-Time-Stamp",
-    "Nats-Subject",
-    "Nats-Num-Pending",
-    "Nats-Last-Sequence",
-    "Nats-UpTo-Sequence",
-)
-MAX_MULTI_SUBJECTS = 1024
-_DELIVERY = frozenset(DELIVERY_HEADERS)
 _GO_TIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))? ([+-]\d{4})")
 
 
@@ -185,15 +181,8 @@ class StoredMessage:
             self.stream, self.subject, self.seq, self._time = fixed
             self._header = b""
             return
-        found: dict[str, str] = {}
-        others = False  # header lines besides the delivery ones: the user's
+        found, own = split_delivery(header)
         try:
-            for line in header.decode("utf-8", "replace").split("\r\n")[1:]:
-                name, _, value = line.partition(": ")  # the server writes "Name: value"
-                if name in _DELIVERY:
-                    found[name] = value
-                elif line:
-                    others = True
             self.stream = found["Nats-Stream"]
             self.subject = found["Nats-Subject"]
             self.seq = int(found["Nats-Sequence"])
@@ -204,7 +193,7 @@ class StoredMessage:
             self.num_pending = int(pending) if pending is not None else None
         except (KeyError, ValueError) as exc:
             raise JetStreamAPIError(0, 0, f"direct get reply without its delivery headers ({exc})") from None
-        self._header = header if others else b""
+        self._header = header if own else b""
 
     @classmethod
     def known(cls, data: bytes, stream: str, subject: str, seq: int, stamp: bytes) -> StoredMessage:
@@ -238,32 +227,12 @@ class StoredMessage:
         headers = self._headers
         if headers is None:
             headers = self._headers = parse(self._header) if self._header else Headers()
-            for name in _DELIVERY:
+            for name in DELIVERY_HEADERS:
                 headers.pop(name, None)
         return headers
 
     def __repr__(self) -> str:
         return f"<StoredMessage stream={self.stream!r} seq={self.seq} subject={self.subject!r} data={self.data[:32]!r}>"
-
-
-def direct_get_error(code: int, description: str, stream: str) -> JetStreamAPIError:
-    """The error a direct get's status ``code`` (with its description) means."""
-    if code == 404:
-        return MessageNotFoundError(404, 10037, description or "no message found")
-    if code == 408:
-        return BadRequestError(408, 10003, f"direct get on {stream!r}: {description or 'bad request'}")
-    if code == 413:
-        return TooManySubjectsError(
-            413, 0, f"direct get on {stream!r}: {description or 'too many subjects'} (at most {MAX_MULTI_SUBJECTS})"
-        )
-    return JetStreamAPIError(code, 0, f"direct get on {stream!r}: {description or f'status {code}'}")
-
-
-def _status_error(js: JetStream, stream: str, status: Status, data: bytes) -> JetStreamAPIError:
-    """The error for a direct get's error status (its :data:`~.manager.DIRECT_BATCH` verdict)."""
-    if status.code == 503 and not data:
-        return no_direct(js, stream)
-    return direct_get_error(status.code, status.description, stream)
 
 
 def no_direct(js: JetStream, stream: str) -> JetStreamAPIError:
@@ -365,15 +334,9 @@ def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeou
 
 def stored_reply(reply: Msg, stream: str) -> StoredMessage:
     """A direct get's reply read in full: the message, or the error its status means."""
-    code = status_of(reply.header)
-    if code is not None:
-        raise status_error(code, reply, stream)
+    if reply.header and status_of(reply.header) is not None:
+        raise reply_error(classify_header(reply.header), Request.DIRECT_GET, stream)
     return StoredMessage(reply)
-
-
-def status_error(code: int, reply: Msg, stream: str) -> JetStreamAPIError:
-    """The error a direct get's status reply means."""
-    return direct_get_error(code, parse(reply.header).description if reply.header else "", stream)
 
 
 def _rfc3339(value: Any, name: str) -> str:
@@ -425,7 +388,7 @@ class DirectBatch:
         subject = f"{js.prefix}.DIRECT.GET.{self.stream}"
         inbox = conn.new_inbox()
         sub: DeliveryPort = conn.subscribe(inbox, pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 34)
-        mm = MessageManager(conn.core)
+        channel = Channel(sub, MessageManager(conn.core), DIRECT_BATCH, request=Request.DIRECT_GET, target=self.stream)
         body = dict(self._body)
         multi = self._asking is Asking.MULTI_LAST
         try:
@@ -434,29 +397,25 @@ class DirectBatch:
                 first = True
                 got = 0
                 while True:
-                    try:
-                        msg = sub.take(self._timeout)
-                    except TimeoutError:
-                        raise TimeoutError(
-                            f"direct get batch on {self.stream!r}: no reply within {self._timeout} s"
-                        ) from None
-                    verdict = mm.judge(msg, DIRECT_BATCH)
-                    if verdict is Verdict.END:
-                        if mm.status.kind is Kind.NO_MESSAGES:
+                    step = channel.step(self._timeout)
+                    outcome = step.outcome
+                    if outcome is Outcome.TIMEOUT:
+                        raise TimeoutError(f"direct get batch on {self.stream!r}: no reply within {self._timeout} s")
+                    if outcome is Outcome.END:
+                        if step.status.kind is Kind.NO_MESSAGES:
                             self.num_pending = 0
                             return
-                        headers = parse(msg.header)  # type: ignore[arg-type]
-                        self.num_pending = int(headers.get("Nats-Num-Pending", "0"))
-                        last = headers.get("Nats-Last-Sequence")
-                        self.last_sequence = int(last) if last else None
-                        upto = headers.get("Nats-UpTo-Sequence")
-                        if upto:
-                            self.up_to_sequence = int(upto)
+                        self._ended(step.msg)
                         break
-                    if verdict is not Verdict.MESSAGE:
-                        if multi and mm.status.code == 408 and "empty request" in mm.status.description.lower():
+                    if outcome is not Outcome.MESSAGE:  # the table has no other outcome than an error
+                        status = step.status
+                        if multi and status.code == 408 and "empty request" in status.description.lower():
                             raise _older_responder(features.MULTI_LAST_DIRECT_GET, self.stream)
-                        raise _status_error(js, self.stream, mm.status, msg.data)
+                        if isinstance(step.error, NoRespondersError):
+                            raise no_direct(js, self.stream)
+                        raise step.error or AssertionError(outcome)
+                    msg = step.msg
+                    assert msg is not None
                     stored = StoredMessage(msg)
                     if first and stored.num_pending is None and not multi:
                         # A replica older than 2.11 answered (ADR-31: no Nats-Num-Pending): it sends this
@@ -480,6 +439,17 @@ class DirectBatch:
                     body.pop("up_to_time", None)
         finally:
             sub.unsubscribe()
+
+    def _ended(self, eob: Msg | None) -> None:
+        """A batch's end of batch (204): what it says remains, and where the read stands."""
+        assert eob is not None and eob.header is not None
+        headers = parse(eob.header)
+        self.num_pending = int(headers.get("Nats-Num-Pending", "0"))
+        last = headers.get("Nats-Last-Sequence")
+        self.last_sequence = int(last) if last else None
+        upto = headers.get("Nats-UpTo-Sequence")
+        if upto:
+            self.up_to_sequence = int(upto)
 
     def _more(self, got: int) -> bool:
         """Whether a multi-subject read goes on after a batch of ``got`` messages.
@@ -534,11 +504,7 @@ def _older_responder(feature: features.Feature, stream: str) -> FeatureNotSuppor
 def stored_size(header: bytes | None, subject: str, data: bytes) -> int:
     """What a message counts against a batch's ``max_bytes``, as the server counts it: its subject, the
     headers it was stored with (the reply's block less the delivery lines) and its payload."""
-    own = 0
-    if header:
-        for line in header.split(b"\r\n")[1:]:
-            if line and line.partition(b":")[0].decode("utf-8", "replace") not in _DELIVERY:
-                own += len(line) + 2
+    own = split_delivery(header)[1] if header else 0
     return len(subject) + (len(b"NATS/1.0\r\n\r\n") + own if own else 0) + len(data)
 
 

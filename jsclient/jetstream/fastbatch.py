@@ -40,10 +40,13 @@ from ..headers import encode
 from ..protocol import FAST_APPEND_FRAME, REQUEST_HEAD, encode_fast_ingest
 from . import api, features
 from .batch import member
+from .channel import Channel, Outcome, Step
+from .manager import ACKS, MessageManager
+from .status import Request
 
 if TYPE_CHECKING:
+    from ..core.iface import DeliveryPort
     from ..message import Msg
-    from ..subscription import Subscription
     from .context import JetStream
 
 #: Operations of the reply subject (ADR-50).
@@ -113,9 +116,11 @@ class _Publisher:
         self.timeout = timeout
         self.batch_id = uuid.uuid4().hex
         inbox = self.conn.new_inbox()
-        self.sub: Subscription = self.conn.subscribe(
+        self.sub: DeliveryPort = self.conn.subscribe(
             f"{inbox}.>", pending_msgs_limit=1 << 24, pending_bytes_limit=1 << 40
         )
+        # Any status on the control channel ends the batch (a 503: no stream stores the subject).
+        self.answers = Channel(self.sub, MessageManager(self.conn.core), ACKS, request=Request.PUBLISH)
         self.prefix = f"{inbox}.{self.batch_id}.{flow}.{gaps}.".encode()
         self.acked = 0  # the highest batch sequence a flow ack covered
         self.started = False  # the server answered the first message (with a flow ack for sequence 0)
@@ -171,9 +176,15 @@ class _Publisher:
 
     def drain(self) -> None:
         """Take the answers already here, without waiting."""
-        sub = self.sub
-        while sub.pending_msgs:
-            self.take(sub.next_msg(timeout=0))
+        ready = self.answers.ready
+        while (step := ready()) is not None:
+            self.take(self._answer(step))
+
+    def _answer(self, step: Step) -> Msg:
+        if step.outcome is not Outcome.MESSAGE:
+            raise step.error or AssertionError(step.outcome)  # ACKS has no other outcome than an error
+        assert step.msg is not None
+        return step.msg
 
     def wait(self, done: Any, seq: int) -> None:
         """Flush, then take answers until ``done()``; pings while nothing comes, TimeoutError after ``timeout``."""
@@ -186,10 +197,11 @@ class _Publisher:
                     f"fast batch {self.batch_id}: no answer from the stream for {self.timeout:g} s "
                     f"(messages up to batch sequence {self.acked} were acked)"
                 )
-            try:
-                self.take(self.sub.next_msg(timeout=min(PING_AFTER, remaining)))
-            except TimeoutError:
+            step = self.answers.step(min(PING_AFTER, remaining))
+            if step.outcome is Outcome.TIMEOUT:
                 self.ping(seq)
+            else:
+                self.take(self._answer(step))
 
     def close(self) -> None:
         self.sub.unsubscribe()

@@ -36,7 +36,7 @@ from ..errors import (
     StreamNotFoundError,
     WrongLastSequenceError,
 )
-from ..headers import Headers, status_of
+from ..headers import Headers, delivery_head, status_of
 from ..message import Msg
 from ..protocol import ReplyShape, remember
 from . import api
@@ -45,14 +45,13 @@ from .direct import (
     DELIVERY_REPLY,
     LastRequest,
     StoredMessage,
-    delivery_head,
     fixed_delivery,
     fixed_tail,
     no_direct,
     parse_timestamp,
-    status_error,
 )
 from .msgopts import TTL, ttl_value
+from .status import Request, classify_header, reply_error
 from .watch import Watch
 
 if TYPE_CHECKING:
@@ -195,7 +194,7 @@ class KeyValue:
                 if code == 404:
                     raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
                 if code is not None:
-                    raise status_error(code, reply, self.stream)
+                    raise reply_error(classify_header(header), Request.DIRECT_GET, self.stream)
                 fixed = fixed_delivery(header)  # another stream answered (a mirror, say)
                 if fixed is not None:
                     return KeyValueEntry(self.bucket, key, reply.data, fixed.seq, parse_timestamp(fixed.stamp))
@@ -423,7 +422,7 @@ class KeyWatcher(Watch[KeyValueEntry]):
             headers_only=True if meta_only else UNSET,
             filter_subjects=subjects if len(subjects) > 1 else UNSET,
         )
-        self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]
+        self._sub: OrderedSubscription = js.subscribe(
             subjects[0] if len(subjects) == 1 else None, stream=kv.stream, ordered=True, config=config
         )
         # Only live changes: no initial values, so the end of them (None) comes first (ADR-8).

@@ -85,9 +85,14 @@ CONSUME = _table(_V.ERROR, MESSAGE=_V.MESSAGE, HEARTBEAT=_V.HANDLED, FLOW_CONTRO
 #: Batched direct get (ADR-31): 204 ends one batch, 404 means nothing (more) matches.
 DIRECT_BATCH = _table(_V.ERROR, MESSAGE=_V.MESSAGE, END_OF_BATCH=_V.END, NO_MESSAGES=_V.END)
 
-#: Every table by workflow name (README's status table says the same in words; the tests check both).
+#: Publish acks taken from an inbox (fast ingest's answers, the Spark sink's acks): any status ends the
+#: collection (a 503: no stream stores the subject).
+ACKS = _table(_V.ERROR, MESSAGE=_V.MESSAGE)
+
+#: Every table by workflow name (the docs' status table says the same in words; the tests check both).
 TABLES: Mapping[str, Table] = {
     "push": PUSH, "ordered": ORDERED, "fetch": FETCH, "consume": CONSUME, "direct batch": DIRECT_BATCH,
+    "acks": ACKS,
 }
 
 

@@ -481,7 +481,7 @@ class ObjectWatcher(Watch[ObjectInfo]):
         self._ignore_deletes = ignore_deletes
         self._timeout = js.timeout
         try:
-            self._sub: OrderedSubscription = js.subscribe(  # type: ignore[assignment]
+            self._sub: OrderedSubscription = js.subscribe(
                 f"$O.{store.bucket}.M.>", stream=store.stream, ordered=True,
                 config=ConsumerConfig(deliver_policy=policy.value),
             )

@@ -27,6 +27,7 @@ from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
 from . import api, features, msgopts
 from .api import PubAck
+from .status import Request, classify_header, no_stream, reply_error
 
 if TYPE_CHECKING:
     from ..message import Msg
@@ -313,13 +314,6 @@ def _retry_unanswered(send: Callable[[], Msg], subject: str) -> Msg:
     raise no_stream(subject)
 
 
-def no_stream(subject: str) -> NoStreamResponseError:
-    """The error of a JetStream publish nobody answered (503): no stream stores ``subject``."""
-    return NoStreamResponseError(
-        f"no stream answered a publish to {subject!r}: no stream stores that subject, or JetStream is unavailable"
-    )
-
-
 def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
     """Reader thread: the ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
     data = msg.data
@@ -328,8 +322,8 @@ def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
             return _decode_plain_ack(data)  # the common case, without a call in between
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass  # decode_pub_ack names the problem
-    elif not data and status_of(msg.header) == 503:
-        raise no_stream(subject)
+    elif not data and msg.header and status_of(msg.header) is not None:
+        raise reply_error(classify_header(msg.header), Request.PUBLISH, subject)
     return api.decode_pub_ack(data)
 
 

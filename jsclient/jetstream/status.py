@@ -1,8 +1,10 @@
 """Pure classification of JetStream status messages (ADR-15 "Automatic Status Management").
 
 No I/O, no threads: a status message goes in, a :class:`Status` comes out,
-and :func:`status_error` maps error statuses to exceptions.  The push and
-pull workflows decide what to do with each kind.
+and :func:`reply_error` maps an error status to its exception: the one
+status → error mapping of every JetStream reply, by what the request was
+(:class:`Request`: a consumer's delivery, a direct get, a publish).  The
+push and pull workflows decide what to do with each kind.
 
 Status lines seen from the server::
 
@@ -25,16 +27,23 @@ import enum
 from typing import NamedTuple
 
 from ..errors import (
+    BadRequestError,
     ConsumerDeletedError,
     ConsumerIsPushBasedError,
+    Error,
+    JetStreamAPIError,
     JetStreamStatusError,
     LeadershipChangeError,
     MaxBytesExceededError,
     MaxRequestBatchExceededError,
     MaxRequestExpiresExceededError,
     MaxWaitingExceededError,
+    MessageNotFoundError,
+    NoRespondersError,
     NoRespondersStatusError,
+    NoStreamResponseError,
     ServerShutdownError,
+    TooManySubjectsError,
 )
 from ..headers import parse, status_of
 from ..protocol import MsgEvent
@@ -137,8 +146,56 @@ def _conflict(description: str) -> tuple[Kind, type[JetStreamStatusError]]:
                 (Kind.ERROR, JetStreamStatusError))
 
 
-def status_error(status: Status) -> JetStreamStatusError:
-    """The exception for a status that ends a workflow: every JetStream status goes through here."""
+#: Subjects one multi-subject direct get may name (the server answers more with a 413).
+MAX_MULTI_SUBJECTS = 1024
+
+
+class Request(enum.Enum):
+    """What a status answered: one code means something else to each (a 503 to a publish: no stream)."""
+
+    CONSUME = "consume"  # a message a consumer delivers, or the end of a pull
+    DIRECT_GET = "direct get"  # a direct get's reply, or the end of its batch
+    PUBLISH = "publish"  # a JetStream publish's ack
+
+
+def reply_error(status: Status, request: Request, target: str) -> Error:
+    """The exception for an error status ending ``request`` on ``target`` (a stream, or a publish's subject).
+
+    Every JetStream reply's status goes through here.  A direct get nobody
+    answered (:class:`~jsclient.NoRespondersError`, as the core raises it) is
+    explained by :func:`.direct.no_direct` where a JetStream is at hand (it
+    looks the stream up: I/O this module does not do).
+    """
+    if request is Request.CONSUME:
+        return _consumer_error(status)
+    code, description = status.code, status.description
+    if request is Request.PUBLISH:
+        if code == 503:
+            return no_stream(target)
+        return JetStreamAPIError(code, 0, f"publish to {target!r}: {description or f'status {code}'}")
+    if code == 404:
+        return MessageNotFoundError(404, 10037, description or "no message found")
+    if code == 408:
+        return BadRequestError(408, 10003, f"direct get on {target!r}: {description or 'bad request'}")
+    if code == 413:
+        return TooManySubjectsError(
+            413, 0, f"direct get on {target!r}: {description or 'too many subjects'} (at most {MAX_MULTI_SUBJECTS})"
+        )
+    if code == 503:  # explained by .direct.no_direct where a JetStream is at hand
+        return NoRespondersError(f"no direct get responder for stream {target!r}")
+    return JetStreamAPIError(code, 0, f"direct get on {target!r}: {description or f'status {code}'}")
+
+
+def no_stream(subject: str) -> NoStreamResponseError:
+    """The error of a JetStream publish nobody answered (503): no stream stores ``subject`` ("": not known)."""
+    to = f" to {subject!r}" if subject else ""
+    return NoStreamResponseError(
+        f"no stream answered a publish{to}: no stream stores that subject, or JetStream is unavailable"
+    )
+
+
+def _consumer_error(status: Status) -> JetStreamStatusError:
+    """The exception for a status that ends a consumer's workflow (:data:`Request.CONSUME`)."""
     if status.code == 503:
         return NoRespondersStatusError(status.code, status.description or "No Responders")
     if status.code == 409:

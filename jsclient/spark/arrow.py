@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..headers import Headers, parse
 from ..jetstream.direct import StoredMessage
 from ..jetstream.metadata import parse_metadata
 
@@ -63,17 +64,10 @@ def user_header(name: str) -> bool:
     return not name.startswith("Nats-") or name == MSG_ID
 
 
-def header_map(lines: Sequence[bytes]) -> list[tuple[str, list[str]]] | None:
-    """``Name: value`` lines as map entries (values grouped by name, in order), user headers only."""
-    entries: dict[str, list[str]] = {}
-    for line in lines:
-        name, sep, value = line.decode("utf-8", "replace").partition(":")
-        if not sep or not user_header(name):
-            continue
-        if value[:1] == " ":
-            value = value[1:]
-        entries.setdefault(name, []).append(value)
-    return list(entries.items()) or None
+def header_map(headers: Headers) -> list[tuple[str, list[str]]] | None:
+    """Headers as map entries (values grouped by name, in order), user headers only."""
+    entries = [(name, headers.get_all(name)) for name in headers if user_header(name)]
+    return entries or None
 
 
 def subject_filter_regex(filters: Sequence[str]) -> str:
@@ -124,7 +118,7 @@ def replies_to_batch(
     own = pc.subtract(pc.list_value_length(lines), 1 + _DELIVERY_LINES)  # less the version line: the user's
     with_headers = pc.indices_nonzero(pc.greater(own, 0)).to_pylist()
     return _filtered(
-        [subject, pa.array(payloads, pa.binary()), _header_column(headers, with_headers, _DELIVERY_LINES),
+        [subject, pa.array(payloads, pa.binary()), _header_column(headers, with_headers),
          pa.array([stream] * len(headers), pa.string()), seq, stamp],
         last, subject_regex,
     )
@@ -182,12 +176,12 @@ def _deliveries_to_batch_slowly(
 
 def _own_headers(blocks: Sequence[bytes]) -> pa.Array:
     """The ``headers`` column of pulled messages: a block is the message's own, empty when it has none."""
-    return _header_column(blocks, [i for i, block in enumerate(blocks) if block], 2)
+    return _header_column(blocks, [i for i, block in enumerate(blocks) if block])
 
 
-def _header_column(blocks: Sequence[bytes], own: list[int], skip_end: int) -> pa.Array:
+def _header_column(blocks: Sequence[bytes], own: list[int]) -> pa.Array:
     """The ``headers`` column: the blocks of rows ``own`` (the others carry no headers of their own) as maps of
-    their lines but the version line and the last ``skip_end``."""
+    their user headers (the server's delivery headers left out)."""
     import pyarrow as pa
 
     map_type = pa.map_(pa.string(), pa.list_(pa.string()))
@@ -195,7 +189,7 @@ def _header_column(blocks: Sequence[bytes], own: list[int], skip_end: int) -> pa
         return pa.nulls(len(blocks), map_type)
     values: list[Any] = [None] * len(blocks)
     for i in own:
-        values[i] = header_map(blocks[i].split(b"\r\n")[1:-skip_end])
+        values[i] = header_map(parse(blocks[i]))
     return pa.array(values, map_type)
 
 
@@ -239,7 +233,7 @@ def stored_to_batch(rows: Sequence[StoredMessage]) -> pa.RecordBatch:
     import pyarrow as pa
 
     headers = [
-        header_map([f"{k}: {v}".encode() for k, v in m.headers.multi_items()]) if len(m.headers) else None
+        header_map(m.headers) if len(m.headers) else None
         for m in rows
     ]
     return pa.RecordBatch.from_arrays(

@@ -34,6 +34,7 @@ inbox.  Nothing here is shared between threads.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import uuid
@@ -50,13 +51,15 @@ from ..errors import (
     InvalidArgumentError,
     JetStreamAPIError,
     MessageNotFoundError,
-    NoRespondersError,
     StreamNotFoundError,
     TimeoutError,
     WrongLastSequenceError,
 )
-from ..headers import Headers, encode_line, msg_id_block, status_of
+from ..headers import Headers, encode_line, msg_id_block
 from ..jetstream.batch import Member, batch_ack, check_batch_id, member_frame, send_commit, send_members
+from ..jetstream.channel import Channel, Outcome
+from ..jetstream.manager import ACKS, MessageManager
+from ..jetstream.status import Request
 from ..protocol import check_publish_subject, hpub_frame
 from .arrow import MSG_ID, user_header
 from .connections import connection
@@ -78,11 +81,18 @@ CHUNK_BYTES = 4 << 20
 EXPECTED_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 
 
+class SinkMode(enum.Enum):
+    """How the sink writes exactly once (see the module docstring)."""
+
+    ATOMIC = "atomic"  # atomic batches with a commit marker: exactly once without a time limit
+    MSGID = "msgid"  # a Nats-Msg-Id per row: exactly once within the stream's duplicate window
+
+
 @dataclass(frozen=True)
 class WritePlan:
     """How a write reaches its stream; made on the driver, pickled to every task."""
 
-    mode: str  # "atomic" or "msgid"
+    mode: SinkMode
     stream: str | None
     commit_prefix: str | None
     duplicate_window: float | None
@@ -105,7 +115,7 @@ def plan_write(opts: SparkOptions) -> WritePlan:
     """Driver side, at the start of a write or query: atomic markers where the stream allows, else message ids."""
     if not opts.subject and not opts.stream:
         # Rows name their own subjects and no stream was named: nothing to look at before the rows come.
-        plan = WritePlan("msgid", None, None, None)
+        plan = WritePlan(SinkMode.MSGID, None, None, None)
     else:
         js = connection(opts).jetstream(timeout=30)
         stream = opts.stream or js.find_stream(opts.subject)  # type: ignore[arg-type]
@@ -124,10 +134,10 @@ def plan_write(opts: SparkOptions) -> WritePlan:
                     f"commit markers on {prefix}.>, but the stream's subjects {info.config.subjects} do not "
                     f"include it: add {prefix + '.>'!r} to the stream (or set commitPrefix to a subject it has)"
                 )
-            plan = WritePlan("atomic", stream, prefix, window_s)
+            plan = WritePlan(SinkMode.ATOMIC, stream, prefix, window_s)
         else:
-            plan = WritePlan("msgid", stream, None, window_s)
-    if plan.mode == "msgid":
+            plan = WritePlan(SinkMode.MSGID, stream, None, window_s)
+    if plan.mode is SinkMode.MSGID:
         where = (
             f"within the duplicate_window of stream {plan.stream!r} ({plan.duplicate_window:g} s)"
             if plan.stream
@@ -379,6 +389,8 @@ class _MsgIdTask:
         self.sub: DeliveryPort = self.conn.subscribe(
             self.inbox + ".*", pending_msgs_limit=1 << 22, pending_bytes_limit=1 << 30
         )
+        # Any status on the inbox ends the write (a 503: no stream stores a row's subject).
+        self.acks = Channel(self.sub, MessageManager(self.conn.core), ACKS, request=Request.PUBLISH)
         self.sent = 0
         self.acked = 0
         self.published = 0
@@ -410,17 +422,17 @@ class _MsgIdTask:
     def _settle(self, upto: int) -> None:
         """Take acks until ``upto`` have come; raise on the first error."""
         self.conn.core.send_pending()
-        take = self.sub.take
+        step = self.acks.step
         while self.acked < upto:
-            try:
-                msg = take(self.timeout)
-            except TimeoutError:
+            got = step(self.timeout)
+            if got.outcome is Outcome.TIMEOUT:
                 raise TimeoutError(
                     f"jetstream sink: {self.sent - self.acked} publish acks still missing after {self.timeout} s"
-                ) from None
-            data = msg.data
-            if not data and status_of(msg.header) == 503:
-                raise NoRespondersError(f"no stream answered a publish from the jetstream sink ({msg.subject})")
+                )
+            if got.outcome is not Outcome.MESSAGE:
+                raise got.error or AssertionError(got.outcome)  # ACKS has no other outcome than an error
+            assert got.msg is not None
+            data = got.msg.data
             if b'"error"' in data:
                 from ..jetstream.api import decode_pub_ack
 
@@ -452,7 +464,7 @@ def write_batches(
     """Executor side: every row of this task stored once, every ack in, before returning."""
     js = connection(opts).jetstream(timeout=opts.ack_timeout)
     checked: set[str] = set()
-    if plan.mode == "atomic":
+    if plan.mode is SinkMode.ATOMIC:
         subject = plan.marker_subject(write, partition)
         task = _AtomicTask(js, plan, subject, batch_id, opts.ack_timeout)
         for batch in batches:
@@ -500,7 +512,7 @@ def _rows_batch(pa: Any, rows: list[Any], names: list[str]) -> pa.RecordBatch:
 
 def cleanup_markers(opts: SparkOptions, plan: WritePlan, markers: Iterable[str | None], *, keep: int) -> None:
     """Driver side, after every task of a write or micro-batch succeeded: markers no retry can need."""
-    if plan.mode != "atomic" or plan.stream is None:
+    if plan.mode is not SinkMode.ATOMIC or plan.stream is None:
         return
     js = connection(opts).jetstream(timeout=30)
     for subject in sorted({m for m in markers if m}):

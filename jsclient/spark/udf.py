@@ -15,8 +15,8 @@ from typing import Any
 
 from ..errors import KeyNotFoundError
 from ..jetstream import features
-from ..jetstream.direct import MAX_MULTI_SUBJECTS
 from ..jetstream.kv import DEL, OPERATION_HEADER, PURGE, check_bucket, check_key
+from ..jetstream.status import MAX_MULTI_SUBJECTS
 from .connections import connection
 from .options import SparkOptions
 
