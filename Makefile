@@ -4,14 +4,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all test lint servers test-servers demo bench bench-spark soak clean
+.PHONY: all test lint servers test-servers demo bench bench-spark soak docs dist clean
 
 all: test
 
 $(STAMP): setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket]'
+	$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket,docs]'
 	touch $(STAMP)
 
 # The older releases of the server matrix (tests/servers.py lists them all; the newest is the wheel's).
@@ -22,7 +22,8 @@ SERVERS := $(CURDIR)/build/servers
 servers: $(STAMP)
 	$(PY) -m tests.servers fetch $(OLD_SERVERS) >/dev/null
 
-## make test: lint, type-check, the whole suite on the newest nats-server, then the compat subset on each older one.
+## make test: lint, type-check, the whole suite on the newest nats-server (with the docs build and their examples,
+## tests/test_docs.py, and the built wheel in a fresh virtualenv, tests/test_dist.py), then the compat subset on each older one.
 test: lint servers
 	$(PY) -m pytest
 	for v in $(OLD_SERVERS); do \
@@ -63,5 +64,16 @@ bench: $(STAMP)
 bench-spark: $(STAMP)
 	$(PY) -m benchmarks.spark_bench
 
+## make docs: the documentation site (Sphinx, furo) into build/docs; every warning is an error and every
+## cross-reference must resolve (tests/test_docs.py builds it the same way in make test).
+docs: $(STAMP)
+	$(PY) -m sphinx -b html -E -W --keep-going -n -q docs build/docs
+	@echo "docs: $(CURDIR)/build/docs/index.html"
+
+## make dist: the sdist and the wheel into dist/ (python -m build, in an isolated build environment).
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

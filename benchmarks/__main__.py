@@ -383,7 +383,7 @@ def main() -> int:
     parser.add_argument("--rows", default="", help="comma-separated row keys (default: all)")
     parser.add_argument("--json", default="", help="also write the results to this file")
     parser.add_argument("--from-json", default="", help="print the tables of an earlier --json file, measure nothing")
-    parser.add_argument("--rst", action="store_true", help="print the table as reStructuredText (for README.rst)")
+    parser.add_argument("--rst", action="store_true", help="print the table as reStructuredText (for the docs)")
     parser.add_argument(
         "--old", default="", help="a checkout of an earlier jsclient, measured in turns with this one (before/after)"
     )

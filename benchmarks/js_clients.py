@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -161,7 +162,7 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
                             msg.ack()
                             got += 1
                 else:
-                    stream = psub.messages(batch=500, expires=10)
+                    stream = psub.messages(500, expires=10)
                     for msg in stream:
                         msg.ack()
                         got += 1
@@ -205,7 +206,10 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
             return meter.figure(n)
         if row == "direct_batch":
             with Meter() as meter:
-                got = sum(1 for _ in js.direct_get_batch("BPULL", "bpull", batch=n, seq=1))
+                # The count's keyword is max_messages from 1.0 on, batch in an older tree (make bench's --old).
+                params = inspect.signature(js.direct_get_batch).parameters
+                count = {"max_messages" if "max_messages" in params else "batch": n}
+                got = sum(1 for _ in js.direct_get_batch("BPULL", "bpull", seq=1, **count))
             return meter.figure(got)
         if row == "watchdog":
             return watchdog_cost(nc, js, n)

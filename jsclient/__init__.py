@@ -1,6 +1,6 @@
 """jsclient: a synchronous, thread-based NATS and JetStream client.
 
-Only the public names live here; see README.rst for the tour.
+Only the public names live here; see the docs (docs/index.rst) for the tour.
 """
 
 import logging

@@ -497,7 +497,13 @@ def api_error(code: int, err_code: int, description: str) -> JetStreamAPIError:
 
 
 class JetStreamStatusError(JetStreamError):
-    """The server sent an error status to a subscription (409, 503, or one we do not know)."""
+    """The server sent an error status to a subscription (409, 503, or one we do not know).
+
+    Its ``outcome`` is REFUSED: the server ended the request (a pull) with
+    this status; what it delivered before is delivered.
+    """
+
+    outcome = RequestOutcome.REFUSED
 
     def __init__(self, code: int, description: str) -> None:
         super().__init__(f"JetStream status {code}: {description}")
@@ -539,6 +545,8 @@ class ServerShutdownError(JetStreamStatusError):
 
 class NoRespondersStatusError(JetStreamStatusError):
     """503 delivered to a subscription: nothing answered (for example a flow-control reply)."""
+
+    outcome = RequestOutcome.NOT_DELIVERED
 
 
 class HeartbeatsMissedError(JetStreamError):

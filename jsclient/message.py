@@ -14,9 +14,10 @@ sends anything.  An ack raises only when publishing it fails (or, for
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .checks import seconds
+from .deprecation import renamed_keywords
 from .errors import BadAckSubjectError, InvalidArgumentError
 from .headers import Headers, HeadersInput, parse, status_of
 from .jetstream.metadata import MsgMetadata, is_ack_subject, parse_metadata
@@ -25,6 +26,18 @@ from .protocol import MsgEvent
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .core.iface import CoreAPI
+
+
+class Attached(Protocol):
+    """What a message uses of the connection it came on (a :class:`~jsclient.Connection`): its core, to
+    respond and ack, and ``request``, for ``ack_sync``.  Named here so that the message's own fields name
+    no type-checking-only import (``inspect.signature(Msg)`` evaluates them)."""
+
+    @property
+    def core(self) -> CoreAPI: ...
+
+    def request(self, subject: str, payload: bytes = b"", timeout: float = 2.0) -> Msg: ...
 
 
 #: Ack states: acks may be sent; a terminal ack was sent; the consumer takes no acks.
@@ -43,7 +56,7 @@ class Msg(MsgEvent):
     (ACK_DISABLED for a consumer that takes no acks).
     """
 
-    _conn: Connection | None = None
+    _conn: Attached | None = None
     _headers: Headers | None = None
     _metadata: MsgMetadata | None = None
     ack_state: int = ACK_OPEN
@@ -77,17 +90,18 @@ class Msg(MsgEvent):
         """The inline status code (``NATS/1.0 503``), or None for ordinary messages."""
         return status_of(self.header)
 
-    def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
-        """Publish ``data`` to this message's reply subject."""
+    @renamed_keywords(data="payload")
+    def respond(self, payload: bytes = b"", headers: HeadersInput | None = None) -> None:
+        """Publish ``payload`` to this message's reply subject."""
         if not self.reply:
             raise InvalidArgumentError(f"message on {self.subject!r} has no reply subject to respond to")
         conn = self._conn
         if conn is None:
             raise InvalidArgumentError("message is not attached to a connection")
         # Sent at once, not via the flusher: a requester is waiting on it.
-        if type(data) is not bytes:
-            data = _as_bytes(data)
-        conn.core.publish_message(self.reply, data, headers=headers, send_now=True)
+        if type(payload) is not bytes:
+            payload = _as_bytes(payload)
+        conn.core.publish_message(self.reply, payload, headers=headers, send_now=True)
 
     # -- JetStream -------------------------------------------------------------
     @property
@@ -143,12 +157,12 @@ class Msg(MsgEvent):
         if terminal:
             self.ack_state = ACK_TERMINAL
 
-    def _ack_target(self) -> Connection:
+    def _ack_target(self) -> Attached:
         if not is_ack_subject(self.reply):
             raise BadAckSubjectError(
                 f"message on {self.subject!r} is not a JetStream message (reply {self.reply!r}); it cannot be acked"
             )
-        conn: Connection | None = self._conn
+        conn = self._conn
         if conn is None:
             raise InvalidArgumentError("message is not attached to a connection")
         return conn

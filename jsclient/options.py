@@ -36,7 +36,7 @@ def mask_url(url: str) -> str:
     return parts._replace(netloc=f"{user}@{host}").geturl()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     """Everything :func:`jsclient.connect` needs, except callbacks."""
 

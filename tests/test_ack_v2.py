@@ -78,7 +78,7 @@ def test_pull_subscription(v2_js: jsclient.JetStream) -> None:
     psub = v2_js.pull_subscribe("v2.>", durable="pull")
     msgs: list[jsclient.Msg] = []
     while len(msgs) < N:
-        msgs += psub.fetch(batch=N - len(msgs), timeout=5)
+        msgs += psub.fetch(max_messages=N - len(msgs), timeout=5)
     check(v2_js, msgs, "pull")
     assert v2_js.consumer_info("V2", "pull").ack_floor.stream_seq == N
 
@@ -93,8 +93,8 @@ def test_ordered_subscription(v2_js: jsclient.JetStream) -> None:
 def test_handles(v2_js: jsclient.JetStream) -> None:
     stream = v2_js.stream("V2")
     consumer = stream.create_or_update_consumer(durable_name="handle", ack_policy="explicit")
-    msgs = consumer.fetch(5, max_wait=5)
-    msgs.append(consumer.next(timeout=5))
+    msgs = consumer.fetch(5, timeout=5)
+    msgs.append(consumer.next_msg(timeout=5))
     with consumer.messages(max_messages=10) as it:
         for m in it:
             msgs.append(m)
@@ -102,7 +102,7 @@ def test_handles(v2_js: jsclient.JetStream) -> None:
                 break
     check(v2_js, msgs, "handle")
     with stream.ordered_consumer() as replay:
-        check(v2_js, replay.fetch(N, max_wait=5), None, acked=False)
+        check(v2_js, replay.fetch(N, timeout=5), None, acked=False)
 
 
 def test_spark_reader(spark: Any, v2_server: NatsServer, v2_js: jsclient.JetStream) -> None:

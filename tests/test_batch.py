@@ -21,7 +21,7 @@ def test_commit_stores_every_message_in_order(atomic: jsclient.JetStream) -> Non
         [("atom.a", b"1"), {"subject": "atom.b", "data": b"2", "headers": {"K": " v "}}, ("atom.a", b"3")]
     )
     assert (ack.stream, ack.seq, ack.count) == ("ATOM", 3, 3) and ack.batch
-    stored = list(atomic.direct_get_batch("ATOM", "atom.>", batch=10))
+    stored = list(atomic.direct_get_batch("ATOM", "atom.>", max_messages=10))
     assert [(m.subject, m.data) for m in stored] == [("atom.a", b"1"), ("atom.b", b"2"), ("atom.a", b"3")]
     assert stored[1].headers["K"] == " v "
     assert stored[2].headers["Nats-Batch-Commit"] == "1"  # the server marks the committing message

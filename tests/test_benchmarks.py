@@ -2,7 +2,7 @@
 
 Tiny counts; no timing is asserted, only that every (row, client) gave a figure (a rate and the CPU per
 operation), that a failed run is reported as an error rather than a missing figure, and that the tables
-and the JSON say what README and issue 43 promise.
+and the JSON say what the docs and issue 43 promise.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_every_bench_row_gives_every_client_a_figure(tmp_path: Path) -> None:
     assert set(saved["versions"]) >= {"jsclient", "nats-py", "nats-py-sync", "pynats2", "nats-server"}
     assert saved["machine"]["cores"] and saved["machine"]["cpu"] and saved["machine"]["python"]
     assert re.match(r"\d{4}-\d\d-\d\dT", saved["date"])
-    # Each client's rate by round (README says make bench prints them), and the share of raw by round.
+    # Each client's rate by round (the docs say make bench prints them), and the share of raw by round.
     assert re.search(r"direct_last +jsclient +[\d,]+ +[\d.,]+ µs/op +\([\d,]+\)", proc.stderr), proc.stderr[-2000:]
     assert re.search(r"direct_last +% raw by round: \d+", proc.stderr), proc.stderr[-2000:]
     # The fast-ingest ratio (issue 22's target) is printed for both ways of running, the unpinned pair on a
@@ -131,7 +131,7 @@ def test_every_bench_spark_row_gives_a_figure() -> None:
 
 
 def test_turnaround_table_runs() -> None:
-    """``python -m benchmarks.turnaround`` (README cites it) prints a rate for every added delay."""
+    """``python -m benchmarks.turnaround`` (the performance guide cites it) prints a rate for every added delay."""
     proc = run_module("benchmarks.turnaround", "--rounds", "1", "--block", "5")
     rows = [line for line in proc.stdout.splitlines() if line.strip().split(" ")[0].isdigit()]
     assert len(rows) == 8, proc.stdout
@@ -139,7 +139,8 @@ def test_turnaround_table_runs() -> None:
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (Debian's package)")
 def test_instruction_count_runs() -> None:
-    """``python -m benchmarks.instructions`` (README cites it) counts each part of a call on the own-read path.
+    """``python -m benchmarks.instructions`` (the performance guide cites it) counts each
+    part of a call on the own-read path.
 
     With the reader kept parked every call reads its own reply, so each kind of part is found; a run in
     which none were (the dump triggers named wrongly, say) would print zeros.

@@ -298,7 +298,8 @@ def test_a_wrong_pin_is_forgotten_and_asked_again_without_it() -> None:
 
 
 def stream_of(psub: PullSubscription, **options: Any) -> MessageStream:
-    return psub.messages(batch=options.pop("batch", 4), expires=options.pop("expires", 30), threshold=0.5, **options)
+    count = options.pop("batch", 4)
+    return psub.messages(max_messages=count, expires=options.pop("expires", 30), threshold=0.5, **options)
 
 
 def test_consume_reports_a_passing_trouble_and_asks_again() -> None:

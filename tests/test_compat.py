@@ -153,7 +153,7 @@ def test_direct_get_by_start_time(nc: jsclient.Connection, js: jsclient.JetStrea
     feature = features.START_TIME_GET
     one = refused_or_works(nc, feature, lambda: js.direct_get("CST", next_by_subj="cst.1", start_time=past))
     got = refused_or_works(nc, feature, lambda: js.get_msg("CST", start_time=past))
-    batch = refused_or_works(nc, feature, lambda: js.direct_get_batch("CST", "cst.>", batch=5, start_time=past))
+    batch = refused_or_works(nc, feature, lambda: js.direct_get_batch("CST", "cst.>", max_messages=5, start_time=past))
     if has(feature):
         assert one is not None and got is not None and batch is not None
         assert (one.seq, got.seq, [m.seq for m in batch]) == (2, 1, [1, 2, 3])
@@ -168,7 +168,7 @@ def test_multi_subject_direct_get(nc: jsclient.Connection, js: jsclient.JetStrea
         js.publish(subject, data)
     feature = features.MULTI_LAST_DIRECT_GET
     read = refused_or_works(nc, feature, lambda: js.direct_get_last_for_subjects("CML", ["cml.a", "cml.b"]))
-    small = refused_or_works(nc, feature, lambda: js.direct_get_last_for_subjects("CML", ["cml.>"], batch=1))
+    small = refused_or_works(nc, feature, lambda: js.direct_get_last_for_subjects("CML", ["cml.>"], max_messages=1))
     if has(feature):
         assert read is not None and small is not None
         assert {m.subject: m.data for m in read} == {"cml.a": b"3", "cml.b": b"5"}
@@ -182,22 +182,22 @@ def test_batched_direct_get_is_never_short(nc: jsclient.Connection, js: jsclient
     js.add_stream(name="CBD", subjects=["cbd.>"], allow_direct=True)
     for i in range(8):
         js.publish(f"cbd.{i % 3}", b"x" * 100, headers={"H": "abc"} if i % 2 else None)
-    middle = js.direct_get_batch("CBD", "cbd.>", batch=5, seq=3)
+    middle = js.direct_get_batch("CBD", "cbd.>", max_messages=5, seq=3)
     assert [m.seq for m in middle] == [3, 4, 5, 6, 7] and middle.last_sequence == 7
     assert middle.num_pending == (1 if has(features.BATCHED_DIRECT_GET) else None)  # 2.10 cannot count
-    rest = js.direct_get_batch("CBD", "cbd.>", batch=50, seq=6)
+    rest = js.direct_get_batch("CBD", "cbd.>", max_messages=50, seq=6)
     assert [m.seq for m in rest] == [6, 7, 8] and rest.num_pending == 0
-    assert [m.seq for m in js.direct_get_batch("CBD", "cbd.1", batch=10)] == [2, 5, 8]
-    assert list(js.direct_get_batch("CBD", "cbd.none", batch=5)) == []
+    assert [m.seq for m in js.direct_get_batch("CBD", "cbd.1", max_messages=10)] == [2, 5, 8]
+    assert list(js.direct_get_batch("CBD", "cbd.none", max_messages=5)) == []
     # max_bytes as the server counts it (subject, stored headers, payload; the message that reaches it is
     # sent): 105 bytes, then 125 (a 20-byte header block of its own), 105, 125 ...
-    cut = {limit: len(list(js.direct_get_batch("CBD", "cbd.>", batch=10, max_bytes=limit)))
+    cut = {limit: len(list(js.direct_get_batch("CBD", "cbd.>", max_messages=10, max_bytes=limit)))
            for limit in (1, 105, 106, 230, 231, 400, 10_000)}
     assert cut == {1: 1, 105: 1, 106: 2, 230: 2, 231: 3, 400: 4, 10_000: 8}
     js.add_stream(name="CBDX", subjects=["cbdx"])
     js.publish("cbdx", b"x")
     with pytest.raises(jsclient.DirectGetDisabledError):
-        list(js.direct_get_batch("CBDX", "cbdx", batch=5))
+        list(js.direct_get_batch("CBDX", "cbdx", max_messages=5))
 
 
 def test_counting_for_the_spark_planner(nc: jsclient.Connection, js: jsclient.JetStream) -> None:

@@ -115,23 +115,23 @@ def test_direct_get_errors(nc: jsclient.Connection, js: jsclient.JetStream, stre
 
 
 def test_batch_from_the_middle_ends_at_eob(js: jsclient.JetStream, stream: list[tuple[str, bytes]]) -> None:
-    batch = js.direct_get_batch("D", "d.>", batch=3, seq=3)
+    batch = js.direct_get_batch("D", "d.>", max_messages=3, seq=3)
     got = [m.seq for m in batch]
     assert got == [3, 4, 5]
     # A 2.10 server cannot count what is left (its batches are read one get at a time).
     assert batch.num_pending == (2 if server_release() >= (2, 11) else None) and batch.last_sequence == 5
-    rest = js.direct_get_batch("D", "d.>", batch=10, seq=6)
+    rest = js.direct_get_batch("D", "d.>", max_messages=10, seq=6)
     assert [m.seq for m in rest] == [6, 7] and rest.num_pending == 0
-    filtered = js.direct_get_batch("D", "d.k1", batch=10)
+    filtered = js.direct_get_batch("D", "d.k1", max_messages=10)
     assert [m.data for m in filtered] == [b"v1", b"v1-new"]
-    assert list(js.direct_get_batch("D", "d.none", batch=5)) == []
+    assert list(js.direct_get_batch("D", "d.none", max_messages=5)) == []
 
 
 def test_batch_max_bytes(js: jsclient.JetStream) -> None:
     js.add_stream(name="BYTES", subjects=["b"], allow_direct=True)
     for _ in range(10):
         js.publish("b", b"x" * 1000)
-    got = list(js.direct_get_batch("BYTES", "b", batch=10, max_bytes=3500))
+    got = list(js.direct_get_batch("BYTES", "b", max_messages=10, max_bytes=3500))
     assert 1 <= len(got) < 10
 
 
@@ -142,14 +142,14 @@ def test_multi_last_up_to_seq_and_continuation(js: jsclient.JetStream, stream: l
     as_of_5 = {m.subject: m.data for m in js.direct_get_last_for_subjects("D", ["d.>"], up_to_seq=5)}
     assert as_of_5 == {f"d.k{i}": b"v%d" % i for i in range(5)}
     # Small batches: continued across EOBs, pinned to the first batch's point in time.
-    reader = js.direct_get_last_for_subjects("D", ["d.k0", "d.k1", "d.k2", "d.k3"], batch=1)
+    reader = js.direct_get_last_for_subjects("D", ["d.k0", "d.k1", "d.k2", "d.k3"], max_messages=1)
     first = next(iter_ := iter(reader))
     js.publish("d.k3", b"v3-too-late")  # after the read began: must not appear
     got = [first, *iter_]
     assert {m.subject: m.data for m in got} == {"d.k0": b"v0-new", "d.k1": b"v1-new", "d.k2": b"v2", "d.k3": b"v3"}
     assert reader.up_to_sequence == 7
     # Three at a time: after the first three a 2.11 server's end of batch says 0 left (one is).
-    threes = js.direct_get_last_for_subjects("D", ["d.k0", "d.k1", "d.k2", "d.k3"], batch=3, up_to_seq=7)
+    threes = js.direct_get_last_for_subjects("D", ["d.k0", "d.k1", "d.k2", "d.k3"], max_messages=3, up_to_seq=7)
     assert [(m.subject, m.seq) for m in threes] == [("d.k2", 3), ("d.k3", 4), ("d.k0", 6), ("d.k1", 7)]
 
 
@@ -200,9 +200,9 @@ def test_an_older_replica_is_detected_and_the_batch_read_to_its_end(server: Nats
         js.add_stream(name="OLD", subjects=["old"], allow_direct=True)
         for i in range(5):
             js.publish("old", b"%d" % i)
-        everything = js.direct_get_batch("OLD", "old", batch=10)
+        everything = js.direct_get_batch("OLD", "old", max_messages=10)
         assert [m.data for m in everything] == [b"0", b"1", b"2", b"3", b"4"] and everything.num_pending == 0
-        three = js.direct_get_batch("OLD", "old", batch=3, seq=2)
+        three = js.direct_get_batch("OLD", "old", max_messages=3, seq=2)
         assert [m.seq for m in three] == [2, 3, 4] and three.last_sequence == 4
         js.delete_stream("OLD")
 

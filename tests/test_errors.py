@@ -118,3 +118,10 @@ def test_every_exception_the_package_defines_is_one_tree_exported_whole() -> Non
         assert key.startswith("jsclient.errors."), f"{key} is defined outside jsclient.errors"
         assert issubclass(cls, jsclient.Error), f"{key} is not a jsclient.Error"
         assert getattr(jsclient, cls.__name__, None) is cls and cls.__name__ in jsclient.__all__, key
+
+
+def test_a_status_that_ends_a_pull_says_whether_the_request_was_carried_out() -> None:
+    """A 503 reached no consumer (not delivered); any other status is the server ending the request."""
+    assert jsclient.NoRespondersStatusError(503, "No Responders").outcome is jsclient.RequestOutcome.NOT_DELIVERED
+    for cls in (jsclient.JetStreamStatusError, jsclient.ConsumerDeletedError, jsclient.MaxWaitingExceededError):
+        assert cls(409, "x").outcome is jsclient.RequestOutcome.REFUSED

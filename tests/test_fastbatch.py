@@ -29,7 +29,7 @@ def fast(js: jsclient.JetStream) -> jsclient.JetStream:
 
 
 def _stored(js: jsclient.JetStream, stream: str = "FAST") -> list[bytes]:
-    return [m.data for m in js.direct_get_batch(stream, "fast.>", batch=100_000)]
+    return [m.data for m in js.direct_get_batch(stream, "fast.>", max_messages=100_000)]
 
 
 def test_every_message_is_stored_in_order(fast: jsclient.JetStream) -> None:
@@ -48,12 +48,12 @@ def test_headers_ids_and_binary_payloads_are_kept(fast: jsclient.JetStream) -> N
     ]
     ack = fast.publish_stream(entries)
     assert ack.count == 5
-    stored = list(fast.direct_get_batch("FAST", "fast.h", batch=10))
+    stored = list(fast.direct_get_batch("FAST", "fast.h", max_messages=10))
     assert [m.data for m in stored] == payloads
     assert [(m.headers["K"], m.headers["Nats-Msg-Id"]) for m in stored] == [(f" v{i} ", f"id-{i}") for i in range(5)]
     again = fast.publish_stream([*entries[:2], ("fast.h", b"new")])  # the ids are deduplicated as usual
     assert again.count == 3
-    assert [m.data for m in fast.direct_get_batch("FAST", "fast.h", batch=10)] == [*payloads, b"new"]
+    assert [m.data for m in fast.direct_get_batch("FAST", "fast.h", max_messages=10)] == [*payloads, b"new"]
 
 
 def test_a_refused_message_ends_a_fail_batch_and_is_reported_in_an_ok_one(fast: jsclient.JetStream) -> None:
@@ -102,13 +102,13 @@ def test_a_lost_message_is_a_gap(server: NatsServer, gaps: str) -> None:
             with pytest.raises(jsclient.FastBatchError) as info:
                 js.publish_stream(messages, gaps="fail", flow=2)
             assert info.value.gaps == [(5, 6)]
-            stored = [m.data for m in js.direct_get_batch("GAP", "gap", batch=100)]
+            stored = [m.data for m in js.direct_get_batch("GAP", "gap", max_messages=100)]
             assert stored == [b"1", b"2", b"3", b"4"]  # nothing after the gap
             assert info.value.ack is None or info.value.ack.count == 4
         else:
             ack = js.publish_stream(messages, gaps="ok", flow=2)
             assert ack.gaps == [(5, 6)] and ack.count == 10  # the last batch sequence, the lost one included
-            stored = [m.data for m in js.direct_get_batch("GAP", "gap", batch=100)]
+            stored = [m.data for m in js.direct_get_batch("GAP", "gap", max_messages=100)]
             assert stored == [b"%d" % i for i in range(1, 11) if i != 5]
         assert drop.lost  # type: ignore[attr-defined]
         js.delete_stream("GAP")

@@ -35,7 +35,7 @@ def leader_of(js: jsclient.JetStream, stream: str) -> str:
 
 def test_stream_leader_killed_mid_publish_loses_and_doubles_nothing() -> None:
     """kill -9 of an R3 stream's leader while one thread publishes with js.publish and another with
-    publish_async (msg ids, retry_on_no_responders), as README tells users to: nothing lost, nothing stored
+    publish_async (msg ids, retry_on_no_responders), as the docs tell users to: nothing lost, nothing stored
     twice, every call back within its timeout."""
     kills = 3 if SOAK else 1
     per_kill = 3000 if SOAK else 1500

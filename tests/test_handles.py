@@ -81,18 +81,18 @@ def consumer(js: jsclient.JetStream) -> jsclient.jetstream.handles.Consumer:
 def test_fetch_next_and_fetch_no_wait(js: jsclient.JetStream, consumer: jsclient.jetstream.handles.Consumer) -> None:
     publish(js, 10)
     assert [m.data for m in consumer.fetch(5)] == [b"%d" % i for i in range(5)]
-    rest = consumer.fetch(10, max_wait=1)  # what came by max_wait: the five left
+    rest = consumer.fetch(10, timeout=1)  # what came by max_wait: the five left
     assert [m.data for m in rest] == [b"%d" % i for i in range(5, 10)]
     for m in rest:
         m.ack()
-    assert consumer.fetch(3, max_wait=0.3) == []  # empty only after max_wait
+    assert consumer.fetch(3, timeout=0.3) == []  # empty only after max_wait
     assert consumer.fetch_no_wait(3) == []
     publish(js, 2)
     assert [m.data for m in consumer.fetch_no_wait(5)] == [b"0", b"1"]
     publish(js, 1)
-    assert consumer.next(timeout=2).data == b"0"
+    assert consumer.next_msg(timeout=2).data == b"0"
     with pytest.raises(jsclient.TimeoutError):
-        consumer.next(timeout=0.3)
+        consumer.next_msg(timeout=0.3)
 
 
 def test_handles_hold_no_subscription_between_calls(
@@ -103,11 +103,11 @@ def test_handles_hold_no_subscription_between_calls(
     publish(js, 30)
     for _ in range(10):
         handle = js.consumer("ORD", "c")
-        for m in [*handle.fetch(2, max_wait=2), handle.next(timeout=2)]:
+        for m in [*handle.fetch(2, timeout=2), handle.next_msg(timeout=2)]:
             m.ack()
     assert nc.num_subscriptions == before
     with js.stream("ORD").ordered_consumer() as oc:
-        assert [m.data for m in oc.fetch(30, max_wait=2)] == [b"%d" % i for i in range(30)]
+        assert [m.data for m in oc.fetch(30, timeout=2)] == [b"%d" % i for i in range(30)]
         assert nc.num_subscriptions == before
     assert js.stream("ORD").consumer_names() == ["c"]  # the ordered consumer's own is deleted
 
@@ -187,11 +187,11 @@ def test_ordered_consumer_recreates_itself_after_a_deleted_consumer(js: jsclient
     stream = js.create_stream(name="ORD", subjects=["ord.>"])
     publish(js, 50)
     oc = stream.ordered_consumer()
-    got = [oc.next(timeout=5).data for _ in range(5)] + [m.data for m in oc.fetch(15, max_wait=5)]
+    got = [oc.next_msg(timeout=5).data for _ in range(5)] + [m.data for m in oc.fetch(15, timeout=5)]
     (name,) = stream.consumer_names()
     stream.delete_consumer(name)  # from outside: the handle must carry on at message 20
     while len(got) < 50:
-        got += [m.data for m in oc.fetch(50 - len(got), max_wait=2)]
+        got += [m.data for m in oc.fetch(50 - len(got), timeout=2)]
     assert got == [b"%d" % i for i in range(50)]
     assert oc.generation == 2 and stream.consumer_names() != [name]
     publish(js, 10)
@@ -355,7 +355,7 @@ def test_a_consumer_made_without_an_ack_policy_acks_explicitly(js: jsclient.JetS
     js.publish("ackdef", b"once")
     for consumer in made:
         assert consumer.info().config.ack_policy == jsclient.AckPolicy.EXPLICIT
-        first = consumer.next(timeout=2)
-        again = consumer.next(timeout=5)  # not acked: redelivered after ack_wait
+        first = consumer.next_msg(timeout=2)
+        again = consumer.next_msg(timeout=5)  # not acked: redelivered after ack_wait
         assert (first.data, again.data) == (b"once", b"once")
         assert again.metadata.num_delivered == 2

@@ -1,8 +1,8 @@
 """The message-manager layer without a server: statuses in (real wire frames through the parser), verdicts out.
 
 The matrix below is written out by hand, apart from the code's tables: it is
-the documented decision for every status in every workflow (README "What a
-status means").
+the documented decision for every status in every workflow
+(docs/guides/errors.rst, "Statuses in consumer workflows").
 """
 
 from __future__ import annotations

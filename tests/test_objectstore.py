@@ -179,7 +179,7 @@ def test_bad_input_is_refused_before_anything_is_sent(
 
 
 def chunk_seqs(js: jsclient.JetStream, info: ObjectInfo) -> list[int]:
-    return [m.seq for m in js.direct_get_batch("OBJ_files", f"$O.files.C.{info.nuid}", batch=100)]
+    return [m.seq for m in js.direct_get_batch("OBJ_files", f"$O.files.C.{info.nuid}", max_messages=100)]
 
 
 def test_a_corrupt_chunk_is_detected_never_returned(

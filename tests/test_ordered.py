@@ -107,7 +107,7 @@ def test_callback_mode(js: jsclient.JetStream) -> None:
         if len(got) == 1_000:
             done.set()
 
-    sub = js.subscribe("cb", ordered=True, cb=cb, idle_heartbeat=0.2)
+    sub = js.subscribe("cb", ordered=True, callback=cb, idle_heartbeat=0.2)
     assert done.wait(20)
     assert got == list(range(1_000))
     with pytest.raises(jsclient.Error, match="callback"):

@@ -105,7 +105,7 @@ def test_messages_reports_no_room_and_pulls_again(server: NatsServer) -> None:
         deadline = time.monotonic() + 5
         while js.consumer_info("ROOM", "mw").num_waiting < 1 and time.monotonic() < deadline:
             time.sleep(0.02)  # the holder's waiting request is in
-        stream = second.messages(batch=1, expires=5.0)
+        stream = second.messages(max_messages=1, expires=5.0)
         threading.Timer(3.0, lambda: js.publish("room", b"late")).start()  # after the holder's request expired
         assert next(iter(stream)).data == b"late"
         stream.stop()
@@ -183,7 +183,7 @@ def test_a_leader_change_ends_a_fetch_and_messages_pulls_again(server: NatsServe
         before = len(rewritten)
         assert psub.fetch(10, timeout=1.5) == []  # no error, now or later
         assert len(rewritten) > before
-        stream = psub.messages(batch=5, expires=1.0)
+        stream = psub.messages(max_messages=5, expires=1.0)
         threading.Timer(2.5, lambda: js.publish("lead", b"late")).start()  # after more than one request ended
         first = next(iter(stream))
         assert first.data == b"late"
@@ -246,7 +246,7 @@ def test_messages_reports_missed_heartbeats_and_pulls_again() -> None:
         js = nc.jetstream()
         js.add_stream(name="HBM", subjects=["hbm"])
         psub = js.pull_subscribe("hbm", durable="h")
-        stream = psub.messages(batch=10, expires=3.0, heartbeat=0.2)
+        stream = psub.messages(max_messages=10, expires=3.0, heartbeat=0.2)
         it = iter(stream)
         js.publish("hbm", b"1")
         assert next(it).data == b"1"
@@ -283,7 +283,8 @@ def test_option_checks(nc: jsclient.Connection, js: jsclient.JetStream, kwargs: 
 
 def test_fetch_argument_checks(js: jsclient.JetStream) -> None:
     psub = js.pull_subscribe("work.item", durable="args")
-    for kwargs, fragment in (({"batch": 0}, "batch"), ({"timeout": 0}, "timeout"), ({"max_bytes": -1}, "max_bytes")):
+    cases = (({"max_messages": 0}, "max_messages"), ({"timeout": 0}, "timeout"), ({"max_bytes": -1}, "max_bytes"))
+    for kwargs, fragment in cases:
         with pytest.raises(jsclient.InvalidArgumentError, match=fragment):
             psub.fetch(**kwargs)  # type: ignore[arg-type]
 
@@ -326,7 +327,7 @@ def test_messages_200k_four_threads_one_durable(server: NatsServer) -> None:
             conn = jsclient.connect(server.url)
             try:
                 psub = conn.jetstream().pull_subscribe("big", durable="workers")
-                stream = psub.messages(batch=500, expires=5.0)
+                stream = psub.messages(max_messages=500, expires=5.0)
                 streams.append(stream)
                 for msg in stream:
                     seen[i].append(int(msg.data))
@@ -364,7 +365,7 @@ def test_messages_survives_restart() -> None:
             publish_surv = [js.publish("surv", b"%d" % i) for i in range(10)]
             assert len(publish_surv) == 10
             psub = js.pull_subscribe("surv", durable="s")
-            stream = psub.messages(batch=5, expires=2.0)
+            stream = psub.messages(max_messages=5, expires=2.0)
             got = []
             it = iter(stream)
             for _ in range(10):
@@ -386,7 +387,7 @@ def test_messages_survives_restart() -> None:
 
 def test_messages_stop_from_another_thread(js: jsclient.JetStream) -> None:
     psub = js.pull_subscribe("work.item", durable="stopper")
-    stream = psub.messages(batch=10, expires=5.0)
+    stream = psub.messages(max_messages=10, expires=5.0)
     threading.Timer(0.3, stream.stop).start()
     assert list(stream) == []
 
@@ -400,7 +401,7 @@ def test_stop_ends_the_heartbeat_watch_without_another_next(server: NatsServer) 
         js.add_stream(name="STOPHB", subjects=["stophb"])
         psub = js.pull_subscribe("stophb", durable="s")
         js.publish("stophb", b"1")
-        stream = psub.messages(batch=5, expires=1.0, heartbeat=0.2)
+        stream = psub.messages(max_messages=5, expires=1.0, heartbeat=0.2)
         it = iter(stream)  # kept, as a caller that takes messages one by one keeps it
         msg = next(it)
         msg.ack()
@@ -415,7 +416,7 @@ def test_drain_hands_out_what_arrived_then_ends(js: jsclient.JetStream) -> None:
     """After drain(), fetch still returns what had arrived, then raises closed; the created consumer goes."""
     publish(js, 50)
     psub = js.pull_subscribe("work.item")
-    stream = psub.messages(batch=100)
+    stream = psub.messages(max_messages=100)
     first = next(iter(stream))
     first.ack()
     port = psub._inbox.port

@@ -161,8 +161,8 @@ def test_queue_members_share_one_consumer_named_after_the_queue(js: jsclient.Jet
 
         return cb
 
-    a = js.subscribe("orders.new", queue="workers", cb=member(0))
-    b = js.subscribe("orders.new", queue="workers", cb=member(1))
+    a = js.subscribe("orders.new", queue="workers", callback=member(0))
+    b = js.subscribe("orders.new", queue="workers", callback=member(1))
     assert a.consumer == b.consumer == "workers"
     assert js.consumer_names("ORDERS") == ["workers"]
     publish(js, 200)
@@ -210,7 +210,7 @@ def test_messages_metadata_and_auto_ack_with_callback(js: jsclient.JetStream) ->
         if len(got) == 20:
             done.set()
 
-    sub = js.subscribe("orders.new", durable="auto", cb=cb)
+    sub = js.subscribe("orders.new", durable="auto", callback=cb)
     assert done.wait(10)
     assert got == list(range(1, 21))
     deadline = time.monotonic() + 5
@@ -231,7 +231,7 @@ def test_manual_ack_leaves_acks_to_the_user(js: jsclient.JetStream, error_log: E
         if len(seen) == 5:
             done.set()
 
-    sub = js.subscribe("orders.new", durable="manual", cb=cb, manual_ack=True)
+    sub = js.subscribe("orders.new", durable="manual", callback=cb, manual_ack=True)
     assert done.wait(10)
     time.sleep(0.2)
     assert sub.consumer_info().num_ack_pending == 5
@@ -252,7 +252,7 @@ def test_callback_exception_is_reported_and_not_acked(nc: jsclient.Connection, j
             if m.data == b"1":
                 raise RuntimeError("bad message 1")
 
-        sub = ctx.subscribe("orders.new", durable="raising", cb=cb, config=ConsumerConfig(ack_wait=30))
+        sub = ctx.subscribe("orders.new", durable="raising", callback=cb, config=ConsumerConfig(ack_wait=30))
         log.wait_for(RuntimeError)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and len(seen) < 3:
@@ -327,7 +327,7 @@ def test_a_custom_heartbeat_alarm_fires_once_per_silence() -> None:
         try:
             js = nc.jetstream()
             js.add_stream(name="HBA", subjects=["hba"])
-            js.subscribe("hba", cb=lambda m: None, idle_heartbeat=0.1, heartbeat_alarm=0.5)
+            js.subscribe("hba", callback=lambda m: None, idle_heartbeat=0.1, heartbeat_alarm=0.5)
             for silence in (1, 2):
                 time.sleep(0.5)  # heartbeats flowing
                 assert len(missed()) == silence - 1

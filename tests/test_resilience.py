@@ -659,7 +659,7 @@ def test_a_responder_answering_many_requests_keeps_bounded_state() -> None:
 
 def test_dropped_connections_are_collected_and_their_threads_and_sockets_end() -> None:
     """Ten connections dropped without close(), half with a callback subscription, all having run a future
-    (README: "a connection dropped without close() is collected and its threads end").  In a child process, so
+    (the docs: "a connection dropped without close() is collected and its threads end").  In a child process, so
     that its thread and descriptor counts are its own."""
     import json
     import subprocess

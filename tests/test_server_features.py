@@ -189,7 +189,7 @@ def old_js() -> Iterator[tuple[jsclient.JetStream, FrameProxy]]:
         (lambda js: js.direct_get_last_for_subjects("OLD", ["old.a"]), "multi-subject direct get needs nats-server"),
         (lambda js: js.direct_get("OLD", start_time=_now()), "get by start_time needs nats-server 2.11"),
         (lambda js: js.get_msg("OLD", start_time=_now()), "get by start_time needs"),
-        (lambda js: js.direct_get_batch("OLD", "old.a", batch=2, start_time=_now()), "get by start_time needs"),
+        (lambda js: js.direct_get_batch("OLD", "old.a", max_messages=2, start_time=_now()), "get by start_time needs"),
         (lambda js: js.create_key_value("oldkv", limit_marker_ttl=60), "per-message TTL needs"),
         (lambda js: js.add_stream(name="T", persist_mode="async"), "persist_mode async needs nats-server 2.12"),
         (lambda js: js.add_stream(name="T", subject_delete_marker_ttl=60), "subject delete markers needs"),
@@ -219,7 +219,7 @@ def test_a_2_10_server_is_asked_for_one_message_at_a_time(
     for i in range(4):
         js.publish(f"oldd.{i}", b"%d" % i)
     before = len(proxy.sent)
-    reading = js.direct_get_batch("OLDD", "oldd.>", batch=3, seq=2)
+    reading = js.direct_get_batch("OLDD", "oldd.>", max_messages=3, seq=2)
     assert [m.seq for m in reading] == [2, 3, 4] and reading.num_pending is None
     assert b'"batch"' not in bytes(proxy.sent[before:]) and bytes(proxy.sent[before:]).count(b"DIRECT.GET.OLDD") == 3
     js.delete_stream("OLDD")
@@ -292,7 +292,7 @@ def test_a_message_ttl_expires_it_and_leaves_a_marker(js: jsclient.JetStream) ->
     assert js.direct_get("TTL", last_by_subj="ttl.short").headers["Nats-TTL"] == "1"
 
     def markers() -> dict[str, jsclient.jetstream.direct.StoredMessage]:
-        return {m.subject: m for m in js.direct_get_batch("TTL", "ttl.>", batch=20) if m.data == b""}
+        return {m.subject: m for m in js.direct_get_batch("TTL", "ttl.>", max_messages=20) if m.data == b""}
 
     _wait_for(lambda: set(markers()) == {"ttl.short", "ttl.async"})
     for marker in markers().values():
@@ -309,7 +309,7 @@ def test_a_message_ttl_expires_it_and_leaves_a_marker(js: jsclient.JetStream) ->
 
 @pytest.mark.needs_server("2.11")
 def test_a_ttl_below_the_marker_ttl_is_raised_to_it(js: jsclient.JetStream) -> None:
-    """README: with more than one message per subject, the server lifts a TTL to subject_delete_marker_ttl."""
+    """The docs: with more than one message per subject, the server lifts a TTL to subject_delete_marker_ttl."""
     js.add_stream(name="FLOOR", subjects=["floor"], allow_msg_ttl=True, subject_delete_marker_ttl=60, allow_direct=True)
     js.publish("floor", b"x", ttl=1)
     assert js.direct_get("FLOOR", last_by_subj="floor").headers["Nats-TTL"] == "60"
@@ -380,7 +380,7 @@ def _paused_consumer(js: jsclient.JetStream, seen: list[BaseException]) -> None:
     js.publish("pause", b"waits")
     # Heartbeats go on while paused: a fetch with a heartbeat ends empty, not with HeartbeatsMissedError.
     assert psub.fetch(1, timeout=1.5, heartbeat=0.2) == []
-    stream = psub.messages(batch=5, expires=2.0, heartbeat=0.2)
+    stream = psub.messages(max_messages=5, expires=2.0, heartbeat=0.2)
     it = iter(stream)
     got: list[jsclient.Msg] = []
     reader = threading.Thread(target=lambda: got.append(next(it)))
@@ -512,7 +512,7 @@ def test_schedules_publish_to_their_target(js: jsclient.JetStream) -> None:
                schedule_time_zone="Europe/Amsterdam", schedule_ttl=60)
 
     def subjects() -> list[str]:
-        return [m.subject for m in js.direct_get_batch("SCH", "sch.>", batch=100)]
+        return [m.subject for m in js.direct_get_batch("SCH", "sch.>", max_messages=100)]
 
     _wait_for(lambda: subjects().count("sch.ticks") >= 2 and "sch.done" in subjects()
               and "sch.cron_out" in subjects())
@@ -631,7 +631,7 @@ def test_key_ttls_need_a_bucket_with_limit_markers(js: jsclient.JetStream) -> No
 
 @pytest.mark.needs_server("2.11")
 def test_with_history_a_key_ttl_is_raised_to_the_marker_ttl(js: jsclient.JetStream) -> None:
-    """README: with history above 1 the server lifts a key's TTL below limit_marker_ttl to it."""
+    """The docs: with history above 1 the server lifts a key's TTL below limit_marker_ttl to it."""
     kv = js.create_key_value("histkv", history=2, limit_marker_ttl=60)
     kv.create("k", b"v", ttl=1)
     assert js.direct_get("KV_histkv", last_by_subj="$KV.histkv.k").headers["Nats-TTL"] == "60"
@@ -655,7 +655,7 @@ def test_a_pinned_group_fails_over_and_the_old_pin_is_forgotten(js: jsclient.Jet
         m.ack_sync()
     assert got[0].headers["Nats-Pin-Id"] == first.pin_id
     # The standby, consuming with messages(), gets nothing while the pin holds ...
-    stream = second.messages(batch=10, expires=5.0)
+    stream = second.messages(max_messages=10, expires=5.0)
     it = iter(stream)
     taken: list[jsclient.Msg] = []
 

@@ -100,5 +100,5 @@ def test_read_aggregate_write_and_kv_udf_on_a_standalone_cluster(
     assert result["rows"] == 3000
     assert result["counts"] == {"clicks.eu": 1000, "clicks.us": 1000, "clicks.apac": 1000}
     assert result["regions"] == ["-", "Americas", "Europe"]
-    totals = {m.subject: int(m.data) for m in js.direct_get_batch("TOTALS", "totals.*", batch=10)}
+    totals = {m.subject: int(m.data) for m in js.direct_get_batch("TOTALS", "totals.*", max_messages=10)}
     assert totals == {"totals.eu": 1000, "totals.us": 1000, "totals.apac": 1000}

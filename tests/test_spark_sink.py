@@ -47,12 +47,13 @@ def atomic_stream(js: jsclient.JetStream, name: str, prefix: str, window: float 
 
 
 def data_of(js: jsclient.JetStream, stream: str, subject: str) -> list[bytes]:
-    return [m.data for m in js.direct_get_batch(stream, subject, batch=100_000)]
+    return [m.data for m in js.direct_get_batch(stream, subject, max_messages=100_000)]
 
 
 def markers(js: jsclient.JetStream, stream: str) -> list[dict[str, int]]:
     try:
-        return [json.loads(m.data) for m in js.direct_get_batch(stream, f"_jsclient.commits.{stream}.>", batch=10_000)]
+        found = js.direct_get_batch(stream, f"_jsclient.commits.{stream}.>", max_messages=10_000)
+        return [json.loads(m.data) for m in found]
     except jsclient.MessageNotFoundError:
         return []
 
@@ -163,7 +164,7 @@ def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
     out = Counter(data_of(js, "DST", "dst.>"))
     assert sum(out.values()) == total, f"{sum(out.values()) - total} duplicates"
     assert set(out) == {b"row-%d" % i for i in range(total)}
-    stored = {m.data: m.headers.get("N") for m in js.direct_get_batch("DST", "dst.>", batch=100_000)}
+    stored = {m.data: m.headers.get("N") for m in js.direct_get_batch("DST", "dst.>", max_messages=100_000)}
     assert all(stored[b"row-%d" % i] == (str(i) if i % 3 == 0 else None) for i in range(total))
 
 
@@ -378,7 +379,7 @@ def test_a_replicated_stream_is_read_whole_through_one_replica_consumers() -> No
 def test_without_direct_get_a_range_below_the_first_sequence_is_loss(
     server: NatsServer, js: jsclient.JetStream
 ) -> None:
-    """README: a stream without allow_direct has no counts to check against, so only a range that starts below
+    """The docs: a stream without allow_direct has no counts to check against, so only a range that starts below
     the stream's first sequence is reported."""
     js.add_stream(name="NODIRECT", subjects=["nd.>"])
     for i in range(200):
@@ -466,7 +467,7 @@ def test_a_read_then_write_copy_is_byte_identical(spark: Any, server: NatsServer
     df.selectExpr("replace(subject, 'orig.', 'copy.') as subject", "data", "headers").write.format(
         "jetstream"
     ).option("servers", server.url).option("stream", "COPY").mode("append").save()
-    copied = list(js.direct_get_batch("COPY", "copy.>", batch=1000))
+    copied = list(js.direct_get_batch("COPY", "copy.>", max_messages=1000))
     assert len(copied) == 300
     by_data: dict[tuple[str, bytes, str], Any] = {}
     for m in copied:

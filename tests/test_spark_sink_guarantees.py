@@ -1,6 +1,6 @@
 """The atomic sink's exactly-once guarantees that only fail in a race or on a broken link (issue #42).
 
-README promises, for a target stream that takes atomic batches: two attempts
+The docs promise, for a target stream that takes atomic batches: two attempts
 of one task running at once (speculation, a zombie) cannot both commit, and
 a row whose ``Nats-Msg-Id`` the stream already holds fails the write rather
 than being skipped.  The sink (its module docstring) adds that a task keeps
@@ -79,7 +79,7 @@ def record_batches(prefix: str, first: int, last: int, size: int = 500) -> list[
 def stored(js: jsclient.JetStream, stream: str, subjects: str) -> Counter[bytes]:
     """How many times each payload is in the stream on ``subjects``."""
     try:
-        return Counter(m.data for m in js.direct_get_batch(stream, subjects, batch=100_000))
+        return Counter(m.data for m in js.direct_get_batch(stream, subjects, max_messages=100_000))
     except jsclient.MessageNotFoundError:
         return Counter()
 
@@ -91,7 +91,7 @@ def rows(first: int, last: int) -> Counter[bytes]:
 def markers(js: jsclient.JetStream, stream: str) -> list[dict[str, int]]:
     """The sink's commit markers still in the stream, oldest first."""
     try:
-        found = js.direct_get_batch(stream, f"_jsclient.commits.{stream}.>", batch=10_000)
+        found = js.direct_get_batch(stream, f"_jsclient.commits.{stream}.>", max_messages=10_000)
         return [json.loads(m.data) for m in found]
     except jsclient.MessageNotFoundError:
         return []
@@ -254,7 +254,7 @@ def test_a_zombie_of_a_batch_write_cannot_commit_after_the_write_committed(
 ) -> None:
     """A speculative copy (or a zombie on a partitioned executor) starts with no marker to read; the original
     writes everything and the driver commits the write (the data source's own ``BatchWriter.commit``, which
-    purges the write's markers); only then does the copy's first commit reach the server.  README: two
+    purges the write's markers); only then does the copy's first commit reach the server.  The docs: two
     attempts running at once cannot both commit.  Below Spark: the task objects and the driver's writer."""
     from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
@@ -475,7 +475,7 @@ def test_a_query_restarted_from_an_older_checkpoint_copy_refuses_to_write(
 def test_a_row_whose_msg_id_the_stream_holds_fails_the_write(
     spark: Any, server: NatsServer, js: jsclient.JetStream
 ) -> None:
-    """README: a row whose Nats-Msg-Id the stream already holds makes the server refuse its whole batch, so the
+    """The docs: a row whose Nats-Msg-Id the stream already holds makes the server refuse its whole batch, so the
     write fails rather than skipping it.  One task of 1,500 rows (two atomic batches, 999 + 501) whose row 1,200
     carries the id of a message already stored: the first batch is stored once, though Spark tries the task
     three times; nothing of the second batch is, not even the 201 rows before the duplicate; every attempt
@@ -499,7 +499,7 @@ def test_a_row_whose_msg_id_the_stream_holds_fails_the_write(
     assert "err_code 10201" in str(failed.value)
     assert stored(js, "IDS", "ids.new") == rows(0, 999)
     assert stored(js, "IDS", "ids.old") == Counter([b"already here"])
-    stored_ids = {m.headers.get("Nats-Msg-Id") for m in js.direct_get_batch("IDS", "ids.new", batch=2000)}
+    stored_ids = {m.headers.get("Nats-Msg-Id") for m in js.direct_get_batch("IDS", "ids.new", max_messages=2000)}
     assert stored_ids == {f"order-{i}" for i in range(999)}  # each row kept its own id
     assert markers(js, "IDS") == [{"batch": 0, "rows": 999}]  # the failed write's marker stays, for a retry
 

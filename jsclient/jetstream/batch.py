@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..deprecation import renamed_keywords
 from ..errors import BatchInterruptedError, InvalidArgumentError, JetStreamAPIError, NoRespondersError, TimeoutError
 from ..headers import BATCH_MEMBER_BLOCK, Headers, HeadersInput, encode, encode_lines
 from ..payload import as_bytes
@@ -218,14 +219,15 @@ class AtomicBatch:
         self._members: list[Member] = []
         self.ack: BatchAck | None = None
 
+    @renamed_keywords(data="payload")
     def add(
-        self, subject: str, data: bytes = b"", *, headers: HeadersInput | None = None, msg_id: str | None = None
+        self, subject: str, payload: bytes = b"", *, headers: HeadersInput | None = None, msg_id: str | None = None
     ) -> None:
         if self.ack is not None:
             raise InvalidArgumentError("this atomic batch was already committed")
         if len(self._members) >= MAX_BATCH_MESSAGES:
             raise InvalidArgumentError(f"an atomic batch holds at most {MAX_BATCH_MESSAGES} messages")
-        entry = {"subject": subject, "data": data, "headers": headers, "msg_id": msg_id}
+        entry = {"subject": subject, "data": payload, "headers": headers, "msg_id": msg_id}
         self._members.append(member(entry, len(self._members)))
 
     def __len__(self) -> int:

@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..checks import seconds
+from ..deprecation import renamed_keywords
 from ..errors import JetStreamAPIError
 from ..headers import HeadersInput
 from ..protocol import check_publish_subject
@@ -36,15 +37,7 @@ from .api import (
 )
 from .batch import AtomicBatch, BatchAck
 from .counters import Counters
-from .direct import (
-    DirectBatch,
-    LastRequest,
-    StoredMessage,
-    direct_get,
-    direct_get_batch,
-    direct_get_last_for_subjects,
-    read_last,
-)
+from .direct import LastRequest, StoredMessage
 from .handles import Consumer, Stream
 from .kv import KeyValue, KeyValueStatus
 from .objectstore import ObjectStore, ObjectStoreStatus
@@ -52,6 +45,7 @@ from .ordered import OrderedSubscription
 from .publisher import PUBLISH_RETRY, Publisher, publish_options, window_size
 from .pull import PullSubscription
 from .push import PushSubscription
+from .reads import Reads
 from .stores import Stores
 from .subscriber import Subscriber
 
@@ -60,8 +54,11 @@ if TYPE_CHECKING:
     from ..message import Msg
 
 
-class JetStream:
-    """JetStream on one connection.  Create with ``nc.jetstream()``."""
+class JetStream(Reads):
+    """JetStream on one connection.  Create with ``nc.jetstream()``.
+
+    The direct gets and counter reads are those of :class:`.reads.Reads`.
+    """
 
     def __init__(
         self,
@@ -146,7 +143,9 @@ class JetStream:
     def delete_stream(self, name: str) -> bool:
         return self._admin.delete_stream(name)
 
-    def stream_info(self, name: str, subjects_filter: str | None = None, deleted_details: bool = False) -> StreamInfo:
+    def stream_info(
+        self, name: str, subjects_filter: str | None = None, *, deleted_details: bool = False
+    ) -> StreamInfo:
         """Stream config and state; ``subjects_filter`` fills ``state.subjects`` (all pages)."""
         return self._admin.stream_info(name, subjects_filter, deleted_details)
 
@@ -178,59 +177,9 @@ class JetStream:
         """One stored message via STREAM.MSG.GET: by ``seq``, last by subject, next from ``seq``, or by time."""
         return self._admin.get_msg(stream, seq, last_by_subj, next_by_subj, start_time)
 
-    def delete_msg(self, stream: str, seq: int, erase: bool = False) -> bool:
+    def delete_msg(self, stream: str, seq: int, *, erase: bool = False) -> bool:
         """Delete one message (``erase`` overwrites it on disk)."""
         return self._admin.delete_msg(stream, seq, erase)
-
-    # -- direct get (ADR-31) ----------------------------------------------------------
-    def direct_get(
-        self,
-        stream: str,
-        seq: int | None = None,
-        *,
-        last_by_subj: str | None = None,
-        next_by_subj: str | None = None,
-        start_time: dt.datetime | None = None,
-        timeout: float | None = None,
-    ) -> StoredMessage:
-        """One message straight from the stream's store (any replica answers)."""
-        if last_by_subj is not None and seq is None and next_by_subj is None and start_time is None:
-            return read_last(self, stream, last_by_subj, timeout)
-        return direct_get(
-            self, stream, seq=seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj,
-            start_time=start_time, timeout=timeout,
-        )
-
-    def direct_get_batch(
-        self,
-        stream: str,
-        subject: str = ">",
-        *,
-        batch: int = 100,
-        seq: int | None = None,
-        start_time: dt.datetime | None = None,
-        max_bytes: int | None = None,
-        timeout: float | None = None,
-    ) -> DirectBatch:
-        """Up to ``batch`` messages matching ``subject`` from ``seq`` (or ``start_time``): an iterator."""
-        return direct_get_batch(
-            self, stream, subject, batch=batch, seq=seq, start_time=start_time, max_bytes=max_bytes, timeout=timeout
-        )
-
-    def direct_get_last_for_subjects(
-        self,
-        stream: str,
-        subjects: list[str],
-        *,
-        up_to_seq: int | None = None,
-        up_to_time: dt.datetime | None = None,
-        batch: int | None = None,
-        timeout: float | None = None,
-    ) -> DirectBatch:
-        """The last message of each subject, as of one point in time, across as many batches as it takes."""
-        return direct_get_last_for_subjects(
-            self, stream, subjects, up_to_seq=up_to_seq, up_to_time=up_to_time, batch=batch, timeout=timeout
-        )
 
     # -- key-value ---------------------------------------------------------------------
     def create_key_value(
@@ -244,6 +193,7 @@ class JetStream:
         max_value_size: int | None = None,
         description: str | None = None,
         limit_marker_ttl: float | None = None,
+        *,
         compression: bool = False,
         mirror: str | None = None,
         sources: list[str] | None = None,
@@ -360,7 +310,8 @@ class JetStream:
     def subscribe(
         self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
         stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
-        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        callback: Callable[[Msg], None] | None = None, manual_ack: bool = False,
+        idle_heartbeat: float | None = None,
         flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: Literal[False] = False,
         pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
     ) -> PushSubscription: ...
@@ -369,7 +320,8 @@ class JetStream:
     def subscribe(
         self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
         stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
-        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        callback: Callable[[Msg], None] | None = None, manual_ack: bool = False,
+        idle_heartbeat: float | None = None,
         flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: Literal[True],
         pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
     ) -> OrderedSubscription: ...
@@ -378,21 +330,24 @@ class JetStream:
     def subscribe(
         self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
         stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
-        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        callback: Callable[[Msg], None] | None = None, manual_ack: bool = False,
+        idle_heartbeat: float | None = None,
         flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: bool = False,
         pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
     ) -> PushSubscription | OrderedSubscription: ...
 
+    @renamed_keywords(cb="callback")
     def subscribe(
         self, subject: str | None = None, *, durable: str | None = None, queue: str | None = None,
         stream: str | None = None, consumer: str | None = None, config: ConsumerConfig | None = None,
-        cb: Callable[[Msg], None] | None = None, manual_ack: bool = False, idle_heartbeat: float | None = None,
+        callback: Callable[[Msg], None] | None = None, manual_ack: bool = False,
+        idle_heartbeat: float | None = None,
         flow_control: bool = False, heartbeat_alarm: float | None = None, ordered: bool = False,
         pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
     ) -> PushSubscription | OrderedSubscription:
         """A push subscription (ADR-15), or with ``ordered=True`` an ordered consumer (ADR-17)."""
         return self._subscriber.subscribe(
-            subject, durable=durable, queue=queue, stream=stream, consumer=consumer, config=config, cb=cb,
+            subject, durable=durable, queue=queue, stream=stream, consumer=consumer, config=config, cb=callback,
             manual_ack=manual_ack, idle_heartbeat=idle_heartbeat, flow_control=flow_control,
             heartbeat_alarm=heartbeat_alarm, ordered=ordered, pending_msgs_limit=pending_msgs_limit,
             pending_bytes_limit=pending_bytes_limit,
@@ -491,28 +446,6 @@ class JetStream:
     def publish_async_completed(self, timeout: float = 10.0) -> None:
         """Wait until every publish_async future (of this process) has resolved."""
         self._publisher.completed(timeout)
-
-    # -- counters (ADR-49) -----------------------------------------------------------
-    def counter_add(self, subject: str, delta: int, *, timeout: float | None = None) -> int:
-        """Add ``delta`` (any int, negative too) to the counter on ``subject``: its new total.
-
-        The stream needs ``allow_msg_counter``; the server adds, so concurrent
-        adds from anywhere give the exact sum.  A timeout leaves it unknown
-        whether the add happened: read the total before trying again.
-        """
-        return self._counters.add(subject, delta, timeout)
-
-    def counter_get(self, stream: str, subject: str, *, timeout: float | None = None) -> int:
-        """The counter's total (MessageNotFoundError if nothing was ever added on ``subject``)."""
-        return self._counters.get(stream, subject, timeout)
-
-    def counter_get_many(self, stream: str, subjects: list[str], *, timeout: float | None = None) -> dict[str, int]:
-        """The totals of many counters as of one moment, by subject (wildcards allowed; absent ones left out).
-
-        One multi-subject direct get; on a stream without ``allow_direct``,
-        one STREAM.MSG.GET per subject (no wildcards then).
-        """
-        return self._counters.get_many(stream, subjects, timeout)
 
     # -- batches (ADR-50) ------------------------------------------------------------
     def publish_batch(

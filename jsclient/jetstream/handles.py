@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import UNSET
 
 from ..checks import seconds, whole
+from ..deprecation import renamed_keywords, renamed_method
 from ..errors import (
     ConsumerNotFoundError,
     InvalidArgumentError,
@@ -57,8 +58,8 @@ class Stream:
     def __repr__(self) -> str:
         return f"<Stream {self.name!r}>"
 
-    def info(self, subjects_filter: str | None = None, deleted_details: bool = False) -> StreamInfo:
-        self.cached_info = self._js.stream_info(self.name, subjects_filter, deleted_details)
+    def info(self, subjects_filter: str | None = None, *, deleted_details: bool = False) -> StreamInfo:
+        self.cached_info = self._js.stream_info(self.name, subjects_filter, deleted_details=deleted_details)
         return self.cached_info
 
     def purge(self, subject: str | None = None, seq: int | None = None, keep: int | None = None) -> int:
@@ -69,8 +70,8 @@ class Stream:
     ) -> StoredMsg:
         return self._js.get_msg(self.name, seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj)
 
-    def delete_msg(self, seq: int, erase: bool = False) -> bool:
-        return self._js.delete_msg(self.name, seq, erase)
+    def delete_msg(self, seq: int, *, erase: bool = False) -> bool:
+        return self._js.delete_msg(self.name, seq, erase=erase)
 
     # -- consumers ---------------------------------------------------------------------
     def consumer(self, name: str) -> Consumer:
@@ -166,22 +167,32 @@ class Consumer:
     def delete(self) -> bool:
         return self._js.delete_consumer(self.stream, self.name)
 
+    @renamed_keywords(batch="max_messages", max_wait="timeout")
     def fetch(
-        self, batch: int = 1, *, max_wait: float = 5.0, max_bytes: int | None = None, heartbeat: float | None = None
+        self, max_messages: int = 1, *, timeout: float = 5.0, max_bytes: int | None = None,
+        heartbeat: float | None = None,
     ) -> list[Msg]:
-        """Up to ``batch`` messages: what came by ``max_wait`` ([] only when nothing did)."""
-        return _fetch_once(self._js, self.stream, self.name, batch, max_wait, max_bytes, heartbeat)
+        """Up to ``max_messages`` messages: what came by ``timeout`` ([] only when nothing did).
 
-    def fetch_no_wait(self, batch: int = 1, *, max_bytes: int | None = None) -> list[Msg]:
-        """What the consumer has now, up to ``batch`` messages, without waiting for more."""
-        return _fetch_once(self._js, self.stream, self.name, batch, self._js.timeout, max_bytes, None, no_wait=True)
+        ADR-37 calls this wait ``max_wait``; here it is the call's ``timeout``, as everywhere.
+        """
+        return _fetch_once(self._js, self.stream, self.name, max_messages, timeout, max_bytes, heartbeat)
 
-    def next(self, timeout: float = 5.0) -> Msg:
+    @renamed_keywords(batch="max_messages")
+    def fetch_no_wait(self, max_messages: int = 1, *, max_bytes: int | None = None) -> list[Msg]:
+        """What the consumer has now, up to ``max_messages`` messages, without waiting for more."""
+        return _fetch_once(
+            self._js, self.stream, self.name, max_messages, self._js.timeout, max_bytes, None, no_wait=True
+        )
+
+    def next_msg(self, timeout: float = 5.0) -> Msg:
         """One message (TimeoutError when none comes by ``timeout``)."""
-        got = self.fetch(1, max_wait=timeout)
+        got = self.fetch(1, timeout=timeout)
         if not got:
             raise TimeoutError(f"no message from consumer {self.name!r} within {timeout} s")
         return got[0]
+
+    next = renamed_method(next_msg, "next")
 
     def messages(
         self,
@@ -403,10 +414,11 @@ class OrderedConsumer:
         """The next consumer sequence; anything else has the consumer dropped (StrictOrder's ``on_gap``)."""
         return not self._order.sequenced(msg.reply)
 
-    def fetch(self, batch: int = 1, *, max_wait: float = 5.0) -> list[Msg]:
-        """Up to ``batch`` messages in order: what came by ``max_wait``."""
+    @renamed_keywords(batch="max_messages", max_wait="timeout")
+    def fetch(self, max_messages: int = 1, *, timeout: float = 5.0) -> list[Msg]:
+        """Up to ``max_messages`` messages in order: what came by ``timeout``."""
         try:
-            got = _fetch_once(self._js, self.stream, self._current(), batch, max_wait, None, None)
+            got = _fetch_once(self._js, self.stream, self._current(), max_messages, timeout, None, None)
         except (ConsumerNotFoundError, JetStreamStatusError):  # deleted, or gone: the next call starts another
             self._reset()
             return []
@@ -417,11 +429,14 @@ class OrderedConsumer:
             out.append(msg)
         return out
 
-    def next(self, timeout: float = 5.0) -> Msg:
-        got = self.fetch(1, max_wait=timeout)
+    def next_msg(self, timeout: float = 5.0) -> Msg:
+        """One message, in order (TimeoutError when none comes by ``timeout``)."""
+        got = self.fetch(1, timeout=timeout)
         if not got:
             raise TimeoutError(f"no message from the ordered consumer on {self.stream!r} within {timeout} s")
         return got[0]
+
+    next = renamed_method(next_msg, "next")
 
     def messages(self, *, max_messages: int = DEFAULT_MAX_MESSAGES, expires: float = DEFAULT_EXPIRES) -> Iterator[Msg]:
         """Every message from here on, in order, across as many consumers as it takes; ``close()`` ends it."""

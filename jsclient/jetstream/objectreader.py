@@ -74,7 +74,7 @@ class ObjectReader(io.RawIOBase):
         got = 0
         try:
             for stored in self._js.direct_get_batch(
-                self._stream, self._subject, batch=batch, seq=self._seq, timeout=self._timeout
+                self._stream, self._subject, max_messages=batch, seq=self._seq, timeout=self._timeout
             ):
                 got += 1
                 self._take(stored.seq, stored.data)

@@ -43,6 +43,7 @@ import msgspec
 from msgspec import UNSET
 
 from ..checks import seconds, whole
+from ..deprecation import renamed_keywords
 from ..errors import (
     ConnectionClosedError,
     ConsumerNotFoundError,
@@ -93,10 +94,10 @@ class Asked(NamedTuple):
 
 
 def _check_pull(
-    batch: int, name: str, limit: float, max_bytes: int | None, heartbeat: float | None
+    max_messages: int, name: str, limit: float, max_bytes: int | None, heartbeat: float | None
 ) -> tuple[float, float | None]:
     """Check a pull's options; ``limit`` is the timeout or expires (``name``) it waits."""
-    whole("batch", batch)
+    whole("max_messages", max_messages)
     limit = seconds(name, limit)
     if max_bytes is not None:
         whole("max_bytes", max_bytes)
@@ -220,28 +221,29 @@ class PullSubscription(Bound):
         """The pin id the server gave this subscription (pinned_client groups), sent while it holds."""
         return self._inbox.pin_id
 
-    def take_ready(self, batch: int) -> list[Msg]:
-        """Internal (not part of the public API): up to ``batch`` messages that already arrived, at once."""
-        return self._inbox.take_ready(batch)
+    def take_ready(self, max_messages: int) -> list[Msg]:
+        """Internal (not part of the public API): up to ``max_messages`` messages that already arrived, at once."""
+        return self._inbox.take_ready(max_messages)
 
     # -- fetch ------------------------------------------------------------------
+    @renamed_keywords(batch="max_messages")
     def fetch(
         self,
-        batch: int = 1,
+        max_messages: int = 1,
         timeout: float = 5.0,
         max_bytes: int | None = None,
         heartbeat: float | None = None,
         *,
         no_wait: bool = False,
     ) -> list[Msg]:
-        """Up to ``batch`` messages within ``timeout``; ``[]`` when none came (not an error).
+        """Up to ``max_messages`` messages within ``timeout``; ``[]`` when none came (not an error).
 
         ``no_wait``: only what the consumer has now, without waiting for more.
         """
-        timeout, heartbeat = _check_pull(batch, "timeout", timeout, max_bytes, heartbeat)
+        timeout, heartbeat = _check_pull(max_messages, "timeout", timeout, max_bytes, heartbeat)
         inbox = self._inbox
         deadline = time.monotonic() + timeout
-        out = inbox.take_ready(batch)
+        out = inbox.take_ready(max_messages)
         if inbox.port.is_closed:  # drained (or unsubscribed): what had arrived, then the end
             if out:
                 return out
@@ -250,7 +252,7 @@ class PullSubscription(Bound):
         if self._deferred is not None and not out:
             error, self._deferred = self._deferred, None
             raise error
-        if len(out) >= batch:
+        if len(out) >= max_messages:
             return out
         serial = next(self._serials)
         if heartbeat is not None:
@@ -258,9 +260,9 @@ class PullSubscription(Bound):
             inbox.mm.watch(channel.port, heartbeat, 2 * heartbeat, lambda: channel.wake(Wake.SILENT, serial))
         try:
             # No-wait first: what is available now, without waiting.
-            token = inbox.pull(batch - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
+            token = inbox.pull(max_messages - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
             # A no-wait answer comes at once; a silent server counts as missed heartbeats here too.
-            ended = self._collect(out, batch, token, deadline, serial)
+            ended = self._collect(out, max_messages, token, deadline, serial)
             if out or ended is Ended.ERROR or no_wait:
                 return self._finish(out)
             while True:
@@ -268,10 +270,10 @@ class PullSubscription(Bound):
                 if remaining <= EXPIRES_MARGIN:
                     return out
                 token = inbox.pull(
-                    batch - len(out), expires=remaining - EXPIRES_MARGIN, no_wait=False, max_bytes=max_bytes,
+                    max_messages - len(out), expires=remaining - EXPIRES_MARGIN, no_wait=False, max_bytes=max_bytes,
                     heartbeat=heartbeat,
                 )
-                if self._collect(out, batch, token, deadline, serial) is not Ended.WRONG_PIN or out:
+                if self._collect(out, max_messages, token, deadline, serial) is not Ended.WRONG_PIN or out:
                     return self._finish(out)
         finally:
             inbox.mm.unwatch()
@@ -282,11 +284,11 @@ class PullSubscription(Bound):
             raise error
         return out
 
-    def _collect(self, out: list[Msg], batch: int, token: str, deadline: float, serial: int) -> Ended:
+    def _collect(self, out: list[Msg], max_messages: int, token: str, deadline: float, serial: int) -> Ended:
         """Take messages for the request ``token`` until it ends (:data:`~.manager.FETCH`); how it ended."""
         inbox = self._inbox
         channel = inbox.channel
-        while len(out) < batch:
+        while len(out) < max_messages:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Ended.TIMEOUT
@@ -330,9 +332,10 @@ class PullSubscription(Bound):
         raise error
 
     # -- continuous consumption -----------------------------------------------------
+    @renamed_keywords(batch="max_messages")
     def messages(
         self,
-        batch: int = 500,
+        max_messages: int = 500,
         expires: float = 30.0,
         max_bytes: int | None = None,
         heartbeat: float | None = None,
@@ -344,12 +347,12 @@ class PullSubscription(Bound):
         """A blocking iterator that keeps pull requests outstanding; ``stop()`` ends it.
 
         ``buffer_bytes`` (ADR-37's max_bytes of a consume) keeps that many bytes
-        asked for instead of ``batch`` messages, asking again below ``threshold``
+        asked for instead of ``max_messages`` messages, asking again below ``threshold``
         of it; ``max_bytes`` (per request) cannot be given with it.  ``warnings_end``:
         a passing trouble (no responders: the consumer may be gone) ends the
         iteration with its error instead of being reported and asked again.
         """
-        expires, heartbeat = _check_pull(batch, "expires", expires, max_bytes, heartbeat)
+        expires, heartbeat = _check_pull(max_messages, "expires", expires, max_bytes, heartbeat)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise InvalidArgumentError(f"threshold must be in (0, 1], not {threshold!r}")
         if buffer_bytes is not None:
@@ -357,7 +360,7 @@ class PullSubscription(Bound):
             if max_bytes is not None:
                 raise InvalidArgumentError("buffer_bytes and max_bytes are mutually exclusive")
         return MessageStream(
-            self._inbox, self.consumer, batch, expires, max_bytes, heartbeat, float(threshold), buffer_bytes,
+            self._inbox, self.consumer, max_messages, expires, max_bytes, heartbeat, float(threshold), buffer_bytes,
             warnings_end=warnings_end,
         )
 

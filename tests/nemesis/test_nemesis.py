@@ -10,6 +10,8 @@ What is checked, once the cluster is healed and settled:
 
 * publishes: every acked message id stored exactly once (at the acked sequence), every unknown outcome at
   most once, every refused one never, and nothing else stored;
+* consumers (a durable pull consumer, the push ordered subscription, ADR-37's ordered consumer) reading
+  that stream throughout: each took every stored message, the ordered ones each once and in order;
 * KV: each key's compare-and-set history (threads here and in a child process) is linearizable, with the
   bucket's full log settling which unanswered updates took effect;
 * every blocking call (the nemesis's own admin calls too) returned or raised within its own timeout plus
@@ -44,8 +46,10 @@ from tests.nemesis.linearizable import check
 from tests.nemesis.workloads import (
     CLIENT_OPTIONS,
     CasWorkload,
+    ConsumeWorkload,
     PublishWorkload,
     cas_histories,
+    check_consumed,
     check_publishes,
     read_stream,
 )
@@ -174,11 +178,14 @@ def run(plan: Plan, schedule: list[Step], tmp: Path) -> Outcome:
         child: subprocess.Popen[bytes] | None = None
         events = Events()
         stop = threading.Event()
+        consuming = threading.Event()  # set: the consumers stop (after the publishers, once caught up)
+        consumers: list[ConsumeWorkload] = []
         threads: list[threading.Thread] = []
+        readers: list[threading.Thread] = []
         config: dict[str, Any] = {}
         try:
             initial = create_streams(nemesis.admins[0].jetstream(timeout=5.0))
-            for name in ("nemesis-pub", "nemesis-kv"):
+            for name in ("nemesis-pub", "nemesis-kv", "nemesis-consume"):
                 conns.append(jsclient.connect(cluster.client_urls, name=name, disconnected_cb=events.on_disconnected,
                                               reconnected_cb=events.on_reconnected, **CLIENT_OPTIONS))
             publishers = PublishWorkload(conns[0].jetstream(timeout=TIMEOUT), history, stop, pace=0.005 * plan.pace,
@@ -190,23 +197,34 @@ def run(plan: Plan, schedule: list[Step], tmp: Path) -> Outcome:
                                                     pace=0.01 * plan.pace).run, name=f"kv-{t}")
                 for t in range(3)
             ]
+            consumers = [ConsumeWorkload(conns[2].jetstream(timeout=TIMEOUT), history, consuming, kind,
+                                         timeout=TIMEOUT) for kind in ConsumeWorkload.KINDS]
+            readers = [c.thread() for c in consumers]
             for t in threads:
                 t.daemon = True  # a failed run must not keep the interpreter alive for ever either
             child, config = start_child(cluster, tmp, plan.seed, 0.01 * plan.pace)
-            for t in threads:
+            for t in threads + readers:
                 t.start()
 
             nemesis.run(schedule)
             assert nemesis.settled(), f"the cluster did not settle after healing\n{nemesis.log}"
             healed = time.monotonic()
-            processes = {t.name for t in threads} | {"child-kv-0", "child-kv-1"}
-            wait_live(history, {t.name for t in threads}, healed)
+            processes = {t.name for t in threads + readers} | {"child-kv-0", "child-kv-1"}
+            wait_live(history, {t.name for t in threads + readers}, healed)
 
             stop.set()
             Path(config["stop"]).touch()
             for t in threads:
                 t.join(60)
-            stuck = [t.name for t in threads if t.is_alive()]
+            admin = nemesis.admins[0].jetstream()
+            last = retrying("stream_info PUB", lambda: admin.stream_info("PUB")).state.last_seq
+            deadline = time.monotonic() + 60
+            while not all(c.caught_up(last) for c in consumers) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            consuming.set()
+            for t in readers:
+                t.join(60)
+            stuck = [t.name for t in threads + readers if t.is_alive()]
             child_status = child.wait(90)
             history.extend(History.load(Path(config["history"])))
             for nc in conns:
@@ -217,9 +235,10 @@ def run(plan: Plan, schedule: list[Step], tmp: Path) -> Outcome:
             logged = read_back(nemesis, STREAMS["KV"], f"$KV.{BUCKET}.>")
         finally:  # on a failure too: nothing may outlive the test
             stop.set()
+            consuming.set()
             if config:
                 Path(config["stop"]).touch()
-            for t in threads:
+            for t in threads + readers:
                 if t.is_alive():
                     t.join(60)
             for nc in conns:
@@ -241,6 +260,10 @@ def run(plan: Plan, schedule: list[Step], tmp: Path) -> Outcome:
                 f"{events.disconnected} client disconnects, {events.reconnected} reconnects")
     check_publish_history(outcome, calls, published)
     check_cas_history(outcome, calls, logged, initial)
+    sequences = [m.metadata.sequence.stream for m in published]
+    for consumer in consumers:
+        problems, note = check_consumed(consumer, sequences)
+        outcome.add(consumer.process, problems, note)
     overdue = late(calls)
     worst = max(calls, key=lambda c: (c.took() or 1e9) - c.budget)
     outcome.add("deadlines", [c.line() for c in overdue],

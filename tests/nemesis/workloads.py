@@ -4,6 +4,9 @@
   whose duplicate window outlasts the test.  An attempt with an unknown (or not-delivered) outcome is
   sent again with the same id, as users do; every attempt is recorded.  :func:`check_publishes` then
   compares the attempts with the stream read back.
+* :class:`ConsumeWorkload`: a pull consumer and the two ordered consumers reading that stream meanwhile;
+  :func:`check_consumed` checks what each took against the stream read back (no gap, and for the
+  ordered ones no duplicate and stream order).
 * :class:`CasWorkload`: kv.get then kv.update(key, value, last=revision) on a few keys, from threads (and
   a child process, :mod:`tests.nemesis.kv_child`).  :func:`cas_histories` turns the calls and the
   bucket's full log into one register history per key for :mod:`tests.nemesis.linearizable`.
@@ -11,6 +14,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -324,3 +328,102 @@ def read_stream(js: jsclient.JetStream, stream: str, subject: str, timeout: floa
         return [sub.next_msg(timeout=timeout) for _ in range(count)]
     finally:
         sub.unsubscribe()
+
+
+class ConsumeWorkload:
+    """One consumer of the published stream, taking until ``stop``; every take is a recorded call.
+
+    ``kind``: ``pull`` (a durable R3 pull consumer, explicit acks: at least once), ``ordered`` (the push
+    ordered subscription) or ``handles`` (ADR-37's pull-based ordered consumer): both ordered ones must
+    give every stored message once, in stream order.  :func:`check_consumed` compares what each took with
+    the stream read back.
+    """
+
+    KINDS = ("pull", "ordered", "handles")
+
+    def __init__(
+        self, js: jsclient.JetStream, history: History, stop: threading.Event, kind: str, *,
+        stream: str = "PUB", subject: str = "pub.>", timeout: float = 2.0,
+    ) -> None:
+        assert kind in self.KINDS, kind
+        self.js = js
+        self.history = history
+        self.stop = stop
+        self.kind = kind
+        self.stream = stream
+        self.subject = subject
+        self.timeout = timeout
+        self.process = f"consume-{kind}"
+        #: (stream sequence, times the server says it delivered it) of every message taken, in order.
+        self.taken: list[tuple[int, int]] = []
+        self._close: Callable[[], None] = lambda: None
+
+    def thread(self) -> threading.Thread:
+        return threading.Thread(target=self.run, name=self.process, daemon=True)
+
+    def run(self) -> None:
+        take = self._taker()
+        try:
+            while not self.stop.is_set():
+                call = Call(self.process, "consume", self.kind, time.monotonic(), None, self.timeout)
+                got = timed(self.history, call, len, take)
+                if isinstance(got, list):
+                    for msg in got:
+                        meta = msg.metadata
+                        self.taken.append((meta.sequence.stream, meta.num_delivered))
+                        if self.kind == "pull":
+                            msg.ack()
+                elif isinstance(got, Exception):
+                    time.sleep(0.05)  # a failed take (a fault): the next one tries again
+        finally:
+            self._close()
+
+    def _taker(self) -> Callable[[], list[jsclient.Msg]]:
+        if self.kind == "pull":
+            durable = retrying_call(lambda: self.js.pull_subscribe(
+                self.subject, "NEMPULL", stream=self.stream, config=jsclient.ConsumerConfig(ack_wait=4.0)))
+            self._close = durable.unsubscribe
+            return lambda: durable.fetch(50, timeout=self.timeout)
+        if self.kind == "ordered":
+            sub = retrying_call(lambda: self.js.subscribe(self.subject, stream=self.stream, ordered=True))
+            self._close = sub.unsubscribe
+            return lambda: [sub.next_msg(timeout=self.timeout)]
+        consumer = retrying_call(lambda: self.js.stream(self.stream).ordered_consumer(filter_subjects=[self.subject]))
+        self._close = consumer.close
+        return lambda: consumer.fetch(50, timeout=self.timeout)
+
+    def caught_up(self, last: int) -> bool:
+        return bool(self.taken) and max(seq for seq, _ in self.taken) >= last
+
+
+def retrying_call(fn: Callable[[], Any], seconds: float = 60.0) -> Any:
+    """``fn()`` until the cluster answers (a consumer is made while the cluster may still elect leaders)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return fn()
+        except jsclient.Error:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def check_consumed(workload: ConsumeWorkload, stored: list[int]) -> tuple[list[str], str]:
+    """What ``workload`` took against the stream's sequences: every stored message taken (no gap); for the
+    ordered kinds each once and in order (no duplicate); a pull consumer's repeats only as redeliveries."""
+    problems: list[str] = []
+    taken = [seq for seq, _ in workload.taken]
+    missing = sorted(set(stored) - set(taken))
+    if missing:
+        problems.append(f"{workload.kind}: {len(missing)} stored messages never taken, first {missing[:10]}")
+    unknown = sorted(set(taken) - set(stored))
+    if unknown:
+        problems.append(f"{workload.kind}: took sequences the stream does not hold: {unknown[:10]}")
+    repeats = len(taken) - len(set(taken))
+    if workload.kind != "pull":  # a pull consumer may redeliver (an ack lost, a leader change): at least once
+        if repeats:
+            problems.append(f"{workload.kind}: {repeats} messages taken more than once")
+        out_of_order = [(a, b) for a, b in itertools.pairwise(taken) if b <= a]
+        if out_of_order:
+            problems.append(f"{workload.kind}: out of stream order at {out_of_order[:5]}")
+    return problems, f"{len(taken)} taken ({repeats} again) of {len(stored)} stored"
