@@ -89,7 +89,7 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
                 elif count[0] == n:
                     done.set()
 
-            nc.subscribe("bench.cb", cb=cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
+            nc.subscribe("bench.cb", None, cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
             nc.flush()
             feeder = Feeder(url, "bench.cb", n)
             feeder.tell()

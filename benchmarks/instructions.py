@@ -103,7 +103,7 @@ def main() -> None:
         for i in range(100):
             kv.put(f"k{i}", b"v" * 100)
         js.add_stream(name="BPUB", subjects=["bpub.>"], storage="memory")
-        nc.subscribe("bench.req", cb=lambda msg: msg.respond(msg.data))
+        nc.subscribe("bench.req", None, lambda msg: msg.respond(msg.data))
         nc.flush()
         print(f"{'root':<24}{'call':<10}{'post':>10}{'pre':>10}{'post+pre':>10}{'wait':>10}  (instructions, medians)")
         for what in args.what.split(","):

@@ -188,7 +188,7 @@ def streaming_copy(spark: Any, url: str, js: jsclient.JetStream) -> None:
 
 
 def workflows(nc: jsclient.Connection, js: jsclient.JetStream) -> None:
-    nc.subscribe("svc.upper", cb=lambda m: m.respond(m.data.upper()))
+    nc.subscribe("svc.upper", callback=lambda m: m.respond(m.data.upper()))
     print("request/reply:", nc.request("svc.upper", b"hello jsclient", timeout=2).data.decode())
 
     push = js.subscribe("orders.emea", durable="emea-auditor")

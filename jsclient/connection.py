@@ -7,6 +7,7 @@ callbacks, the server pool, the frame encoder's caches).  Where things run:
 
 ===========================  ==============================================
 ``jsclient-reader``          :mod:`jsclient.core.reader` (routing: :mod:`jsclient.core.router`)
+a caller reading its reply   :mod:`jsclient.core.fastpath`
 ``jsclient-flusher``         :mod:`jsclient.core.writer`
 ``jsclient-events``          :mod:`jsclient.core.events`
 ``jsclient-timer``           :mod:`jsclient.scheduler` (pings, request deadlines)
@@ -41,6 +42,7 @@ from .checks import check_timeout, whole
 from .core.iface import CoreAPI
 from .core.session import Callbacks, ErrorCallback, EventCallback, ServerSelector, Session
 from .core.state import State
+from .deprecation import renamed_keywords
 from .errors import ConnectionClosedError, InvalidArgumentError
 from .headers import HeadersInput
 from .message import Msg
@@ -348,24 +350,28 @@ class Connection:
         self._session.flush(timeout)
 
     # -- subscribing -------------------------------------------------------
+    @renamed_keywords(cb="callback", max_msgs="max_messages")
     def subscribe(
         self,
         subject: str,
         queue: str | None = None,
-        cb: MsgCallback | None = None,
+        callback: MsgCallback | None = None,
         *,
-        max_msgs: int | None = None,
+        max_messages: int | None = None,
         pending_msgs_limit: int | None = None,
         pending_bytes_limit: int | None = None,
     ) -> Subscription:
-        """Subscribe; with ``cb`` messages go to it on the subscription's own thread."""
+        """Subscribe; with ``callback`` messages go to it on the subscription's own thread.
+
+        ``max_messages``: unsubscribe by itself after that many messages.
+        """
         check_subscribe_subject(subject)
         if queue is not None:
             check_queue_name(queue)
-        if cb is not None and not callable(cb):
-            raise InvalidArgumentError("cb must be callable")
+        if callback is not None and not callable(callback):
+            raise InvalidArgumentError("callback must be callable")
         for name, value in (
-            ("max_msgs", max_msgs),
+            ("max_messages", max_messages),
             ("pending_msgs_limit", pending_msgs_limit),
             ("pending_bytes_limit", pending_bytes_limit),
         ):
@@ -375,8 +381,8 @@ class Connection:
         return self._session.subscribe(
             subject,
             queue,
-            cb,
-            max_msgs,
+            callback,
+            max_messages,
             pending_msgs_limit or self.options.pending_msgs_limit,
             pending_bytes_limit or self.options.pending_bytes_limit,
         )
@@ -427,6 +433,7 @@ class Connection:
         requests = self._requests
         return requests.request_async(subject, payload, timeout, headers, requests.plain_kind)
 
+    @renamed_keywords(max_msgs="max_messages")
     def request_many(
         self,
         subject: str,
@@ -434,21 +441,22 @@ class Connection:
         *,
         timeout: float = 2.0,
         stall: float | None = None,
-        max_msgs: int | None = None,
+        max_messages: int | None = None,
         sentinel: Sentinel | bool | None = None,
         headers: HeadersInput | None = None,
     ) -> Replies:
         """Every reply to one request, as they come (ADR-47): iterate the result.
 
         The replies end after ``timeout`` of waiting, after ``stall`` without a
-        further reply, after ``max_msgs``, when ``sentinel(msg)`` is False
+        further reply, after ``max_messages``, when ``sentinel(msg)`` is False
         (``sentinel=True``: a reply with an empty payload ends them), or on
         ``stop()``.  NoRespondersError if nobody is subscribed.
         """
         if self._forked:
             self._check_fork()
         return request_many(
-            self, subject, payload, timeout=timeout, stall=stall, max_msgs=max_msgs, sentinel=sentinel, headers=headers,
+            self, subject, payload, timeout=timeout, stall=stall, max_messages=max_messages, sentinel=sentinel,
+            headers=headers,
             closed_by=lambda: self._session.closed_by,
         )
 

@@ -283,7 +283,7 @@ class Service(Group):
         for verb in VERBS:
             answer = self._answer(verb)
             for subject in (f"$SRV.{verb}", f"$SRV.{verb}.{name}", f"$SRV.{verb}.{name}.{self.id}"):
-                self._discovery.append(nc.subscribe(subject, cb=answer))
+                self._discovery.append(nc.subscribe(subject, callback=answer))
 
     def __repr__(self) -> str:
         return f"<Service {self.name} {self.version} id={self.id}>"
@@ -333,7 +333,7 @@ class Service(Group):
 
         default_msgs, default_bytes = self._pending_limits
         endpoint.sub = self._nc.subscribe(
-            subject, queue or None, cb=hand_over,
+            subject, queue or None, callback=hand_over,
             pending_msgs_limit=default_msgs if msgs_limit is None else msgs_limit,
             pending_bytes_limit=default_bytes if bytes_limit is None else bytes_limit,
         )

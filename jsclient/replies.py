@@ -2,12 +2,12 @@
 
 Runs on the caller's thread.  The replies come to a subscription on an inbox
 of its own (not the shared reply mux, whose waiters take one reply), so the
-server drops the interest as soon as the iteration ends; with ``max_msgs`` the
+server drops the interest as soon as the iteration ends; with ``max_messages`` the
 subscription is also told to end itself after that many.  Nothing here is
 shared between threads, so nothing is locked.
 
 The end is never an error: the total ``timeout``, a ``stall`` after the first
-reply, ``max_msgs``, the ``sentinel`` or ``stop()`` end the iteration, and a
+reply, ``max_messages``, the ``sentinel`` or ``stop()`` end the iteration, and a
 status in place of a reply (503: nobody answered) ends it too, raising
 NoRespondersError only when it comes first, as ``request`` would.  A
 connection closed under the replies raises ConnectionClosedError with the
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .checks import seconds, whole
+from .core.requests import no_responders
 from .errors import (
     ConnectionClosedError,
     ForkedConnectionError,
@@ -101,10 +102,11 @@ class Replies:
             raise ConnectionClosedError(str(exc), outcome=RequestOutcome.UNKNOWN, failure=self._closed_by()) from None
         finally:
             self._left -= time.monotonic() - started
-        status = status_of(msg.header) if msg.header else None
-        if status is not None and not msg.data:
-            if status == 503 and self.count == 0:
+        if no_responders(msg):
+            if self.count == 0:
                 raise NoRespondersError(f"no responders on {msg.subject!r}")
+            return None
+        if not msg.data and status_of(msg.header) is not None:
             return None  # a status in place of a reply ends the replies
         return msg
 
@@ -131,7 +133,7 @@ def request_many(
     *,
     timeout: float,
     stall: float | None,
-    max_msgs: int | None,
+    max_messages: int | None,
     sentinel: Sentinel | bool | None,
     headers: HeadersInput | None,
     closed_by: Callable[[], RequestFailure],
@@ -145,8 +147,8 @@ def request_many(
     wait_after_first = None if stall is None else seconds("stall", stall)
     if wait_after_first is not None and wait_after_first >= total:
         wait_after_first = None  # ADR-47: a stall as long as the total is no stall
-    if max_msgs is not None:
-        whole("max_msgs", max_msgs)
+    if max_messages is not None:
+        whole("max_messages", max_messages)
     chosen: Any = sentinel
     if chosen is True:
         chosen = standard_sentinel
@@ -158,11 +160,11 @@ def request_many(
     checked = Headers(headers) if headers is not None else None  # bad input is named before the SUB goes out
     inbox = conn.new_inbox()
     sub = conn.subscribe(inbox)
-    if max_msgs is not None:
-        sub.unsubscribe(max_msgs + 1)  # +1: a sentinel or a status may come after the last reply
+    if max_messages is not None:
+        sub.unsubscribe(max_messages + 1)  # +1: a sentinel or a status may come after the last reply
     try:
         conn.publish(subject, data, reply=inbox, headers=checked)
     except BaseException:
         sub.unsubscribe()
         raise
-    return Replies(sub, total, wait_after_first, max_msgs, chosen, closed_by=closed_by)
+    return Replies(sub, total, wait_after_first, max_messages, chosen, closed_by=closed_by)

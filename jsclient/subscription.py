@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .checks import check_timeout
+from .deprecation import renamed_keywords
 from .errors import (
     ConnectionClosedError,
     Error,
@@ -283,9 +284,10 @@ class Subscription:
                 self._conn.core.report_error(exc)
 
     # -- ending ------------------------------------------------------------
-    def unsubscribe(self, max_msgs: int | None = None) -> None:
-        """Stop now (discarding what is queued) or, with ``max_msgs``, after that many in total."""
-        self._conn.core.unsubscribe(self, max_msgs)
+    @renamed_keywords(max_msgs="max_messages")
+    def unsubscribe(self, max_messages: int | None = None) -> None:
+        """Stop now (discarding what is queued) or, with ``max_messages``, after that many in total."""
+        self._conn.core.unsubscribe(self, max_messages)
 
     def drain(self, timeout: float | None = None) -> None:
         """Stop receiving, then wait until every queued message has been taken or handled."""

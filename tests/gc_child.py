@@ -18,7 +18,7 @@ import jsclient
 def use(url: str, callback: bool) -> None:
     nc = jsclient.connect(url)
     if callback:
-        nc.subscribe("gc.cb", cb=lambda m: None)
+        nc.subscribe("gc.cb", callback=lambda m: None)
     sub = nc.subscribe("gc.plain")
     nc.publish("gc.plain", b"x")
     sub.next_msg(timeout=5)

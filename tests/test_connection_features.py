@@ -32,7 +32,7 @@ def test_force_reconnect_keeps_everything(server: NatsServer) -> None:
         error_cb=errors.append,
     ) as nc:
         sub = nc.subscribe("force.>")
-        nc.subscribe("force.svc", cb=lambda m: m.respond(b"up"))
+        nc.subscribe("force.svc", callback=lambda m: m.respond(b"up"))
         nc.flush()
         server_id = nc.server_info["client_id"]
         nc.force_reconnect()

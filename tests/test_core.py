@@ -69,7 +69,7 @@ def test_many_threads_requests_never_mismatch(server: NatsServer) -> None:
     responder = jsclient.connect(server.url)
     requester = jsclient.connect(server.url)
     try:
-        responder.subscribe("svc.echo", cb=lambda m: m.respond(m.data))
+        responder.subscribe("svc.echo", callback=lambda m: m.respond(m.data))
         responder.flush()
         mismatches: list[tuple[bytes, bytes]] = []
         failures: list[BaseException] = []
@@ -101,7 +101,7 @@ def test_request_headers_and_respond_with_headers(nc: jsclient.Connection) -> No
     def handler(m: jsclient.Msg) -> None:
         m.respond(m.data.upper(), headers={"Echo": m.headers["Q"]})
 
-    nc.subscribe("svc.hdr", cb=handler)
+    nc.subscribe("svc.hdr", callback=handler)
     nc.flush()
     reply = nc.request("svc.hdr", b"abc", headers={"Q": "42"})
     assert reply.data == b"ABC" and reply.headers["Echo"] == "42"
@@ -171,19 +171,19 @@ def test_invalid_subscribe_arguments(nc: jsclient.Connection) -> None:
         nc.subscribe("a.>.b")
     with pytest.raises(jsclient.BadSubjectError):
         nc.subscribe("ok", queue="has space")
-    with pytest.raises(jsclient.InvalidArgumentError, match="max_msgs"):
-        nc.subscribe("ok", max_msgs=0)
+    with pytest.raises(jsclient.InvalidArgumentError, match="max_messages"):
+        nc.subscribe("ok", max_messages=0)
     with pytest.raises(jsclient.InvalidArgumentError, match="pending_msgs_limit"):
         nc.subscribe("ok", pending_msgs_limit=-1)
-    with pytest.raises(jsclient.InvalidArgumentError, match="cb"):
-        nc.subscribe("ok", cb="not callable")  # type: ignore[arg-type]
+    with pytest.raises(jsclient.InvalidArgumentError, match="callback"):
+        nc.subscribe("ok", callback="not callable")  # type: ignore[arg-type]
     with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
         nc.flush(timeout=0)
 
 
 @pytest.mark.parametrize("timeout", [0, -1, -0.5, float("nan"), float("inf"), 10**400, "5", True, None])
 def test_request_bad_timeout_rejected_before_sending(nc: jsclient.Connection, timeout: object) -> None:
-    sub = nc.subscribe("svc.timeouts", cb=lambda m: m.respond(m.data))
+    sub = nc.subscribe("svc.timeouts", callback=lambda m: m.respond(m.data))
     nc.flush()
     for call in (nc.request, nc.request_async):
         with pytest.raises(jsclient.InvalidArgumentError, match="timeout"):
@@ -240,7 +240,7 @@ def test_callbacks_keep_order_and_survive_exceptions(server: NatsServer, error_l
             if n == 999:
                 done.set()
 
-        nc.subscribe("ordered", cb=cb)
+        nc.subscribe("ordered", callback=cb)
         for i in range(1000):
             nc.publish("ordered", str(i).encode())
         assert done.wait(10)
@@ -252,14 +252,14 @@ def test_callbacks_keep_order_and_survive_exceptions(server: NatsServer, error_l
 def test_callback_runs_on_its_own_thread(nc: jsclient.Connection) -> None:
     names: list[str] = []
     done = threading.Event()
-    nc.subscribe("which.thread", cb=lambda m: (names.append(threading.current_thread().name), done.set()))
+    nc.subscribe("which.thread", callback=lambda m: (names.append(threading.current_thread().name), done.set()))
     nc.publish("which.thread", b"")
     assert done.wait(5)
     assert names[0].startswith("jsclient-sub-")
 
 
 def test_max_msgs_auto_unsubscribe(nc: jsclient.Connection) -> None:
-    sub = nc.subscribe("limited", max_msgs=3)
+    sub = nc.subscribe("limited", max_messages=3)
     for i in range(10):
         nc.publish("limited", str(i).encode())
     nc.flush()
@@ -273,7 +273,7 @@ def test_unsubscribe_with_max_after_some(nc: jsclient.Connection) -> None:
     nc.publish("later", b"1")
     nc.flush()
     assert sub.next_msg(2).data == b"1"
-    sub.unsubscribe(max_msgs=3)
+    sub.unsubscribe(max_messages=3)
     for i in range(2, 10):
         nc.publish("later", str(i).encode())
     nc.flush()
@@ -312,7 +312,7 @@ def test_next_msg_timeout(nc: jsclient.Connection) -> None:
 
 
 def test_next_msg_refused_on_callback_subscription(nc: jsclient.Connection) -> None:
-    sub = nc.subscribe("cbsub", cb=lambda m: None)
+    sub = nc.subscribe("cbsub", callback=lambda m: None)
     with pytest.raises(jsclient.Error, match="callback"):
         sub.next_msg()
 
@@ -321,7 +321,7 @@ def test_drain_delivers_everything_published_before_it(server: NatsServer) -> No
     received: list[bytes] = []
     sub_conn = jsclient.connect(server.url)
     pub_conn = jsclient.connect(server.url)
-    sub = sub_conn.subscribe("drain.me", cb=lambda m: (time.sleep(0.0001), received.append(m.data)))
+    sub = sub_conn.subscribe("drain.me", callback=lambda m: (time.sleep(0.0001), received.append(m.data)))
     sub_conn.flush()
     for i in range(5000):
         pub_conn.publish("drain.me", str(i).encode())
@@ -349,7 +349,7 @@ def test_drain_with_next_msg_subscriber(server: NatsServer) -> None:
 
 def test_subscription_drain(nc: jsclient.Connection) -> None:
     got: list[bytes] = []
-    sub = nc.subscribe("sd", cb=lambda m: got.append(m.data))
+    sub = nc.subscribe("sd", callback=lambda m: got.append(m.data))
     for i in range(100):
         nc.publish("sd", b"%d" % i)
     sub.drain(timeout=10)
@@ -468,7 +468,7 @@ def test_threads_are_named_daemons(nc: jsclient.Connection) -> None:
 
 
 def test_request_async_many_in_flight(nc: jsclient.Connection) -> None:
-    nc.subscribe("svc.async", cb=lambda m: m.respond(b"re:" + m.data))
+    nc.subscribe("svc.async", callback=lambda m: m.respond(b"re:" + m.data))
     nc.flush()
     futures = [nc.request_async("svc.async", b"%d" % i, timeout=10) for i in range(2000)]
     assert [f.result(timeout=10).data for f in futures] == [b"re:%d" % i for i in range(2000)]
@@ -477,7 +477,7 @@ def test_request_async_many_in_flight(nc: jsclient.Connection) -> None:
 def test_request_async_leaves_even_when_nobody_calls_result(nc: jsclient.Connection) -> None:
     # Async requests may wait for the caller's result() to send them; nobody calls it here:
     # waves of requests, each waited on only through concurrent.futures.wait, must still go out.
-    nc.subscribe("svc.nowait", cb=lambda m: m.respond(m.data))
+    nc.subscribe("svc.nowait", callback=lambda m: m.respond(m.data))
     nc.flush()
     for wave in range(20):
         futures = [nc.request_async("svc.nowait", b"%d" % i, timeout=10) for i in range(wave % 4 + 1)]
@@ -511,7 +511,7 @@ def test_request_async_mixed_timeouts_expire_each_on_its_own(nc: jsclient.Connec
     # The deadline sweeper looks at every request in flight: a short timeout behind long ones
     # still fires on time, the long ones stay pending, and answered ones never time out.
     nc.subscribe("async.mute")
-    nc.subscribe("async.echo", cb=lambda m: m.respond(m.data))
+    nc.subscribe("async.echo", callback=lambda m: m.respond(m.data))
     nc.flush()
     long_ones = [nc.request_async("async.mute", b"", timeout=30) for _ in range(50)]
     answered = [nc.request_async("async.echo", b"%d" % i, timeout=0.5) for i in range(50)]
@@ -532,7 +532,7 @@ def test_request_async_callbacks_never_run_on_the_reader(nc: jsclient.Connection
         attached.wait(5)
         m.respond(b"ok")
 
-    nc.subscribe("svc.thread", cb=respond_when_attached)
+    nc.subscribe("svc.thread", callback=respond_when_attached)
     nc.flush()
     where: list[str] = []
     done = threading.Event()
@@ -543,14 +543,14 @@ def test_request_async_callbacks_never_run_on_the_reader(nc: jsclient.Connection
     assert where == ["jsclient-events"]
 
 
-# -- request() callers that read their own replies (jsclient.core.reader) -------------------------------------------
+# -- request() callers that read their own replies (jsclient.core.fastpath) -----------------------------------------
 # A connection that only makes requests lets the thread blocked in request() read the socket itself, and its reader
 # thread steps aside meanwhile.  These tests check that nothing else a connection does suffers from it.
 
 
 def _echo_responder(server: NatsServer, subject: str) -> jsclient.Connection:
     responder = jsclient.connect(server.url)
-    responder.subscribe(subject, cb=lambda m: m.respond(b"re:" + m.data))
+    responder.subscribe(subject, callback=lambda m: m.respond(b"re:" + m.data))
     responder.flush()
     return responder
 
@@ -605,7 +605,7 @@ def test_a_request_leaves_after_the_publishes_before_it(server: NatsServer) -> N
         else:
             msg.respond(b"%d" % counts[thread])
 
-    responder.subscribe("ord.>", cb=answer)
+    responder.subscribe("ord.>", callback=answer)
     responder.flush()
     wrong: list[tuple[int, int]] = []
     try:
@@ -645,7 +645,7 @@ def test_a_request_whose_send_fails_goes_again_on_the_next_connection(server: Na
         seen[msg.data] += 1
         msg.respond(b"re:" + msg.data)
 
-    responder.subscribe("svc.resend", cb=answer)
+    responder.subscribe("svc.resend", callback=answer)
     responder.flush()
     errors = ErrorLog()
     back = threading.Event()
@@ -729,7 +729,7 @@ def test_requests_from_threads_beside_subscription_traffic(server: NatsServer) -
 def test_timeouts_and_late_replies_while_requests_read_for_themselves(server: NatsServer) -> None:
     responder = _echo_responder(server, "svc.fast")
     late = jsclient.connect(server.url)
-    late.subscribe("svc.late", cb=lambda m: (time.sleep(0.3), m.respond(b"too late")))
+    late.subscribe("svc.late", callback=lambda m: (time.sleep(0.3), m.respond(b"too late")))
     late.subscribe("svc.never")
     late.flush()
     try:
@@ -765,8 +765,8 @@ def test_a_reused_waiter_is_not_answered_by_the_late_reply_of_its_last_use(serve
         time.sleep(0.1)
         m.respond(b"second")
 
-    helper.subscribe("svc.held", cb=held)
-    helper.subscribe("svc.second", cb=second)
+    helper.subscribe("svc.held", callback=held)
+    helper.subscribe("svc.second", callback=second)
     responder = _echo_responder(server, "svc.warm")
     helper.flush()
     try:
@@ -804,23 +804,6 @@ def test_close_from_another_thread_ends_a_waiting_request(server: NatsServer) ->
         responder.close()
 
 
-def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> None:
-    from jsclient.core.reader import MAX_SPIN_BACKOFF, SpinBackoff
-
-    spin = SpinBackoff()
-    assert spin.until(10.0, 0.0) == 0.0  # spin_wait=0: never
-    assert spin.until(10.0, 0.5) == 10.5
-    for misses in range(1, MAX_SPIN_BACKOFF + 3):
-        spin.missed()
-        sat_out = 0
-        while spin.until(0.0, 0.5) == 0.0:
-            sat_out += 1
-        assert sat_out == 1 << min(misses, MAX_SPIN_BACKOFF)
-    spin.hit()
-    spin.missed()
-    assert [spin.until(0.0, 0.5) for _ in range(3)] == [0.0, 0.0, 0.5]
-
-
 QuickAndSlow = tuple[jsclient.Connection, ReadSide, jsclient.Connection]
 
 
@@ -830,7 +813,7 @@ def quick_and_slow(server: NatsServer) -> Iterator[QuickAndSlow]:
     requesters: one polling for up to 5 ms (with its read side), one that never polls (spin_wait=0)."""
     fast = _echo_responder(server, "svc.quick")
     slow = jsclient.connect(server.url)
-    slow.subscribe("svc.slow", cb=lambda m: (time.sleep(0.03), m.respond(b"slow:" + m.data)))
+    slow.subscribe("svc.slow", callback=lambda m: (time.sleep(0.03), m.respond(b"slow:" + m.data)))
     slow.flush()
     try:
         with jsclient.connect(server.url, spin_wait=0.005) as nc, jsclient.connect(server.url, spin_wait=0) as calm:

@@ -46,7 +46,7 @@ with NatsServer() as server, jsclient.connect(server.url, name="dist-smoke") as 
     msg = sub.next_msg(timeout=5)
     assert (msg.subject, msg.data, msg.headers["k"]) == ("smoke.one", b"data", "v")
 
-    nc.subscribe("smoke.echo", cb=lambda m: m.respond(m.data.upper()))
+    nc.subscribe("smoke.echo", callback=lambda m: m.respond(m.data.upper()))
     assert nc.request("smoke.echo", b"hi", timeout=5).data == b"HI"
 
     js = nc.jetstream()

@@ -142,7 +142,7 @@ def test_requests_from_many_threads_across_two_restarts_never_mismatch() -> None
         responder = jsclient.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
         requester = jsclient.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
         try:
-            responder.subscribe("svc.echo", cb=lambda m: m.respond(m.data))
+            responder.subscribe("svc.echo", callback=lambda m: m.respond(m.data))
             responder.flush()
             stop = threading.Event()
             mismatched: list[bytes] = []
@@ -202,7 +202,7 @@ def _churn(server: NatsServer, count: int, monitor: int) -> None:
     threads, fds, conns = threading.active_count(), _fds(), _server_connections(monitor)
     for i in range(count):
         nc = jsclient.connect(server.url)
-        nc.subscribe("churn", cb=lambda m: None) if i % 3 == 0 else nc.subscribe("churn")
+        nc.subscribe("churn", callback=lambda m: None) if i % 3 == 0 else nc.subscribe("churn")
         nc.flush()
         if i % 2:
             nc.close()
@@ -225,7 +225,7 @@ def test_bounded_soak_rss_threads_and_fds_do_not_grow(server: NatsServer) -> Non
     with jsclient.connect(server.url) as nc, jsclient.connect(server.url) as responder:
         js = nc.jetstream()
         js.add_stream(name="SOAK", subjects=["soak.>"], max_msgs=10_000, storage="memory")
-        responder.subscribe("soak.svc", cb=lambda m: m.respond(m.data))
+        responder.subscribe("soak.svc", callback=lambda m: m.respond(m.data))
         sub = nc.subscribe("soak.core")
         responder.flush()
 
@@ -262,7 +262,7 @@ def test_forks_with_requests_in_flight(server: NatsServer, mode: str) -> None:
     """Fork while 50 async requests are out: the child either gets a clear error or a connection of its own
     (whose requests are answered), and the parent's requests all complete."""
     with jsclient.connect(server.url, reconnect_after_fork=mode == "reconnect") as nc:
-        nc.subscribe("slow.echo", cb=lambda m: (time.sleep(0.002), m.respond(m.data)))
+        nc.subscribe("slow.echo", callback=lambda m: (time.sleep(0.002), m.respond(m.data)))
         nc.flush()
         futures = [nc.request_async("slow.echo", b"%d" % i, timeout=30) for i in range(50)]
         pid = os.fork()

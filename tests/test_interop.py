@@ -58,7 +58,7 @@ def test_nats_py_publishes_jsclient_receives(server: NatsServer) -> None:
 
 def test_request_reply_across_clients(server: NatsServer) -> None:
     with jsclient.connect(server.url) as js_nc:
-        js_nc.subscribe("interop.svc", cb=lambda m: m.respond(b"js:" + m.data))
+        js_nc.subscribe("interop.svc", callback=lambda m: m.respond(b"js:" + m.data))
         js_nc.flush()
 
         async def ask() -> bytes:

@@ -18,7 +18,7 @@ ran = threading.Event()
 def cb(msg):
     ran.set()
     raise RuntimeError("a user callback failed")
-nc.subscribe("quiet", cb=cb)
+nc.subscribe("quiet", callback=cb)
 nc.publish("quiet", b"x")
 nc.flush()
 assert ran.wait(10)

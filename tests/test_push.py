@@ -50,7 +50,7 @@ def publish(js: jsclient.JetStream, n: int, subject: str = "orders.new") -> None
         ({"idle_heartbeat": 1.0, "heartbeat_alarm": 0.5}, "must exceed"),
         ({"idle_heartbeat": -1}, "idle_heartbeat"),
         ({"idle_heartbeat": 0.05}, "at least 0.1"),
-        ({"cb": "nope"}, "cb"),
+        ({"callback": "nope"}, "callback"),
     ],
 )
 def test_option_checks_before_any_request(

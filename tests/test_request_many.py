@@ -17,13 +17,13 @@ def responders(server: NatsServer) -> Iterator[jsclient.Connection]:
     """Three services on ``svc.echo`` (each answers once), and a chunked one on ``svc.chunks``."""
     with jsclient.connect(server.url) as other:
         for i in range(3):
-            other.subscribe("svc.echo", cb=lambda msg, i=i: msg.respond(b"%d:%s" % (i, msg.data)))
+            other.subscribe("svc.echo", callback=lambda msg, i=i: msg.respond(b"%d:%s" % (i, msg.data)))
 
         def chunks(msg: jsclient.Msg) -> None:
             for part in (b"a", b"b", b"c", b""):  # the empty one is ADR-47's standard sentinel
                 other.publish(msg.reply or "", part)
 
-        other.subscribe("svc.chunks", cb=chunks)
+        other.subscribe("svc.chunks", callback=chunks)
         other.flush()
         yield other
 
@@ -35,7 +35,7 @@ def test_every_responder_answers(nc: jsclient.Connection, responders: jsclient.C
 
 
 def test_max_msgs_and_stall_end_early(nc: jsclient.Connection, responders: jsclient.Connection) -> None:
-    two = list(nc.request_many("svc.echo", b"x", timeout=30.0, max_msgs=2))
+    two = list(nc.request_many("svc.echo", b"x", timeout=30.0, max_messages=2))
     assert len(two) == 2
     start = time.monotonic()
     stalled = list(nc.request_many("svc.echo", b"y", timeout=30.0, stall=0.3))
@@ -77,7 +77,7 @@ def test_the_callers_own_time_does_not_count(nc: jsclient.Connection, responders
         ({"subject": "svc.*"}, "wildcard"),
         ({"timeout": 0}, "timeout must be"),
         ({"stall": -1}, "stall must be"),
-        ({"max_msgs": 0}, "max_msgs must be an int >= 1"),
+        ({"max_messages": 0}, "max_messages must be an int >= 1"),
         ({"sentinel": "empty"}, "sentinel must be True"),
         ({"payload": "text"}, "str"),
         ({"headers": {"bad name": "v"}}, "header"),
@@ -96,7 +96,7 @@ def test_many_threads_at_once(nc: jsclient.Connection, responders: jsclient.Conn
     counts: list[int] = []
 
     def gather() -> None:
-        counts.append(len(list(nc.request_many("svc.echo", b"t", timeout=30.0, max_msgs=3))))
+        counts.append(len(list(nc.request_many("svc.echo", b"t", timeout=30.0, max_messages=3))))
 
     threads = [threading.Thread(target=gather) for _ in range(8)]
     for t in threads:

@@ -132,7 +132,7 @@ def test_request_while_disconnected_waits_within_its_timeout() -> None:
         # One connection both answers and asks: resubscription goes out before the buffered request.
         nc = connect(server.url, events)
         try:
-            nc.subscribe("svc.resilient", cb=lambda m: m.respond(b"ok:" + m.data))
+            nc.subscribe("svc.resilient", callback=lambda m: m.respond(b"ok:" + m.data))
             nc.flush()
             server.kill()
             events.wait(lambda: events.disconnected == 1)
@@ -282,7 +282,7 @@ def test_64_threads_x_500_requests() -> None:
         responder = jsclient.connect(server.url)
         requester = jsclient.connect(server.url)
         try:
-            responder.subscribe("svc.many", cb=lambda m: m.respond(m.data))
+            responder.subscribe("svc.many", callback=lambda m: m.respond(m.data))
             responder.flush()
             bad: list[object] = []
 
@@ -473,7 +473,7 @@ def test_request_loop_survives_a_restart() -> None:
     events = Events()
     with NatsServer(jetstream=False) as server:
         responder = connect(server.url)
-        responder.subscribe("svc.loop", cb=lambda m: m.respond(b"re:" + m.data))
+        responder.subscribe("svc.loop", callback=lambda m: m.respond(b"re:" + m.data))
         responder.flush()
         nc = connect(server.url, events)
         try:
@@ -512,7 +512,7 @@ def test_async_requests_out_across_a_restart_all_resolve() -> None:
     events = Events()
     with NatsServer(jetstream=False) as server:
         responder = connect(server.url)
-        responder.subscribe("svc.paced", cb=lambda m: (time.sleep(0.002), m.respond(b"re:" + m.data)))
+        responder.subscribe("svc.paced", callback=lambda m: (time.sleep(0.002), m.respond(b"re:" + m.data)))
         responder.flush()
         nc = connect(server.url, events)
         try:
@@ -549,7 +549,7 @@ def test_async_requests_out_across_a_restart_all_resolve() -> None:
 def test_server_gone_while_a_request_reads_its_reply() -> None:
     with NatsServer(jetstream=False) as server:
         responder = jsclient.connect(server.url)
-        responder.subscribe("svc.warm", cb=lambda m: m.respond(b"ok"))
+        responder.subscribe("svc.warm", callback=lambda m: m.respond(b"ok"))
         responder.subscribe("svc.silent")
         responder.flush()
         nc = jsclient.connect(server.url, allow_reconnect=False)
@@ -650,7 +650,9 @@ def test_a_responder_answering_many_requests_keeps_bounded_state() -> None:
     with NatsServer(jetstream=False) as server, jsclient.connect(server.url) as responder, jsclient.connect(
         server.url
     ) as requester:
-        responder.subscribe("echo", cb=lambda m: m.respond(m.data, headers={"Seen": "1"} if len(m.data) % 2 else None))
+        responder.subscribe(
+            "echo", callback=lambda m: m.respond(m.data, headers={"Seen": "1"} if len(m.data) % 2 else None)
+        )
         responder.flush()
         futures = [requester.request_async("echo", b"%d" % i, timeout=30) for i in range(3 * _PREFIX_CACHE_MAX)]
         assert all(f.result(timeout=60).data == b"%d" % i for i, f in enumerate(futures))

@@ -26,7 +26,7 @@ def test_a_server_that_comes_up_later_is_connected_and_gets_what_was_buffered() 
             assert up.wait(15)
             assert nc.is_connected
             assert sub.next_msg(timeout=5).data == b"sent before the server was up"
-            nc.subscribe("later.svc", cb=lambda m: m.respond(b"here"))
+            nc.subscribe("later.svc", callback=lambda m: m.respond(b"here"))
             assert nc.request("later.svc", b"", timeout=5).data == b"here"
     finally:
         nc.close()

@@ -18,7 +18,7 @@ from jsclient.core.router import Router
 from jsclient.core.state import Waiter
 from jsclient.futures import ReplyFuture, ReplyKind, settle_lock
 from jsclient.message import Msg
-from jsclient.protocol import Parser, ReplyShape, reply_pattern
+from jsclient.protocol import Parser
 from jsclient.subscription import Subscription
 
 PREFIX = "_INBOX.mux."
@@ -88,50 +88,6 @@ def test_a_reply_fills_its_request_waiter_and_says_so() -> None:
     assert waiter.wait(0) and waiter.msg is not None and waiter.msg.data == b"pong"
     assert "12" not in router.waiters and not other.lock.acquire(blocking=False)  # the other still waits
     assert feed(b"MSG _INBOX.mux.99 1 1\r\nx\r\n") is False  # nobody waits for token 99 (timed out): dropped
-
-
-def test_a_caller_takes_its_own_reply_unless_closing_took_its_waiter() -> None:
-    """take_own: the request() caller that read its reply gets it as a message, counted; its waiter is
-    not filled (the caller reads ``msg``), and a waiter no longer listed (closing took it) is left alone."""
-    router, _, _ = make_router()
-    waiter, other = Waiter(), Waiter()
-    router.waiters.update({"12": waiter, "13": other})
-    frame = b"HMSG _INBOX.mux.12 1 12 16\r\nNATS/1.0\r\n\r\npong\r\n"
-    assert router.take_own("12", (frame, 28, 40, 44), waiter) is True
-    msg = waiter.msg
-    assert msg is not None and (msg.subject, msg.sid, msg.reply) == (PREFIX + "12", MUX_SID, None)
-    assert (msg.header, msg.data, msg._conn) == (b"NATS/1.0\r\n\r\n", b"pong", CONN)
-    assert (router.in_msgs, router.in_bytes) == (1, 4)
-    assert not waiter.lock.acquire(blocking=False) and list(router.waiters) == ["13"]
-    router.take_all()
-    assert router.take_own("13", (b"MSG _INBOX.mux.13 1 4\r\nlate\r\n", 23, 23, 27), other) is False
-    assert other.msg is None and (router.in_msgs, router.in_bytes) == (1, 4)
-
-
-def test_a_caller_that_knows_its_replys_shape_gets_what_its_reader_made_of_it() -> None:
-    """take_shaped: the shape's reader sees the groups of the one match; its value is the caller's answer,
-    None makes the reply a message after all (header block and payload as matched), and a reply whose waiter
-    closing took is never read."""
-    router, _, _ = make_router()
-    seen: list[tuple[bytes, ...]] = []
-
-    def upper(groups: tuple[bytes, ...]) -> bytes | None:
-        seen.append(groups)
-        return groups[-1].upper() if groups[-1] != b"odd" else None
-
-    shape = ReplyShape(reply_pattern(rb"NATS/1\.0\r\n(\w*): ?\r\n\r\n"), upper, headers=True)
-    first, second, third = Waiter(), Waiter(), Waiter()
-    router.waiters.update({"1": first, "2": second, "3": third})
-    block = b"NATS/1.0\r\nA: \r\n\r\n"
-    assert router.take_shaped("1", (b"17", b"21", block, b"A", b"pong"), first, shape) is True
-    assert first.msg == b"PONG" and seen == [(b"17", b"21", block, b"A", b"pong")]
-    assert router.take_shaped("2", (b"17", b"20", block, b"A", b"odd"), second, shape) is True
-    assert type(second.msg) is Msg and (second.msg.header, second.msg.data) == (block, b"odd")
-    assert (second.msg.subject, second.msg._conn) == (PREFIX + "2", CONN)
-    assert (router.in_msgs, router.in_bytes) == (2, 7)
-    router.take_all()
-    assert router.take_shaped("3", (b"17", b"20", block, b"A", b"odd"), third, shape) is False
-    assert third.msg is None and len(seen) == 2
 
 
 def test_replies_settle_futures_decoded_or_as_no_responders() -> None:
@@ -232,37 +188,3 @@ def test_take_all_empties_both_tables() -> None:
     router.waiters.update({"1": Waiter(), "2": future()})
     subs, pending = router.take_all()
     assert len(subs) == 1 and len(pending) == 2 and not router.subs and not router.waiters
-
-
-def test_route_one_takes_a_lone_reply_as_route_does() -> None:
-    """The reader's path for a read that was one frame (Parser.feed_one, then Router.route_one).
-
-    A request() caller's reply is handed over in a few steps; an async reply, a subscription's message
-    and a reply nobody waits for any more go through route(), so each ends where route() puts it.
-    """
-    router, _, _ = make_router()
-    parser = Parser(msg_class=Msg)
-
-    def one(wire: bytes) -> bool:
-        msg = parser.feed_one(wire)
-        assert msg is not None
-        return router.route_one(msg)
-
-    waiter = Waiter()
-    router.waiters["5"] = waiter
-    assert one(b"HMSG _INBOX.mux.5 1 12 14\r\nNATS/1.0\r\n\r\nok\r\n") is True
-    assert waiter.lock.acquire(blocking=False) and waiter.msg is not None
-    assert (waiter.msg.data, waiter.msg.header, waiter.msg._conn) == (b"ok", b"NATS/1.0\r\n\r\n", CONN)
-    assert "5" not in router.waiters
-
-    fut = future()
-    router.waiters["6"] = fut
-    assert one(b"MSG _INBOX.mux.6 1 2\r\nhi\r\n") is False
-    assert fut.result(timeout=1).data == b"hi" and "6" not in router.waiters
-
-    sub = add_sub(router, 9, "feed")
-    assert one(b"MSG feed 9 1\r\nx\r\n") is False
-    assert [m.data for m in sub._queue] == [b"x"]
-
-    assert one(b"MSG _INBOX.mux.7 1 4\r\nlate\r\n") is False  # its caller timed out and left
-    assert (router.in_msgs, router.in_bytes) == (4, 9)

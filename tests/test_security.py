@@ -71,7 +71,7 @@ def roundtrip(nc: jsclient.Connection) -> None:
     sub = nc.subscribe("tls.check")
     nc.publish("tls.check", b"secret payload")
     assert sub.next_msg(timeout=5).data == b"secret payload"
-    nc.subscribe("tls.svc", cb=lambda m: m.respond(m.data[::-1]))
+    nc.subscribe("tls.svc", callback=lambda m: m.respond(m.data[::-1]))
     assert nc.request("tls.svc", b"abc", timeout=5).data == b"cba"
 
 

@@ -206,7 +206,7 @@ def test_pub_sub_request_and_jetstream_over_websocket(ws_server: NatsServer) -> 
         for _ in range(5):
             nc.publish("ws.big", big)
         assert all(sub.next_msg(timeout=10).data == big for _ in range(5))
-        responder = nc.subscribe("ws.svc", cb=lambda m: m.respond(m.data[::-1]))
+        responder = nc.subscribe("ws.svc", callback=lambda m: m.respond(m.data[::-1]))
         assert nc.request("ws.svc", b"abc", timeout=5).data == b"cba"
         futures = [nc.request_async("ws.svc", b"%d" % i, timeout=5) for i in range(200)]
         assert [f.result(timeout=10).data for f in futures] == [(b"%d" % i)[::-1] for i in range(200)]

@@ -32,7 +32,7 @@ def wsgi_url(server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
 
 def test_shared_connection_across_request_threads(server: NatsServer, wsgi_url: tuple[str, int]) -> None:
     with jsclient.connect(server.url) as responder:
-        responder.subscribe("svc.echo", cb=lambda m: m.respond(b"echo:" + m.data))
+        responder.subscribe("svc.echo", callback=lambda m: m.respond(b"echo:" + m.data))
         responder.flush()
         failures: list[str] = []
 

@@ -179,7 +179,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     progress.update(i)
             feeder.join()
         elif args.kind == "req":
-            nc.subscribe("bench.cli.svc", cb=lambda m: m.respond(m.data))
+            nc.subscribe("bench.cli.svc", callback=lambda m: m.respond(m.data))
             nc.flush()
             start = time.perf_counter()
             for i in range(n):

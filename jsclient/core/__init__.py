@@ -2,16 +2,18 @@
 
 * :mod:`.state`     the connection's state machine (a table), the one-shot Waiter, the current Link
 * :mod:`.writer`    the write buffer, send/write locks, the ``jsclient-flusher`` thread
-* :mod:`.reader`    the ``jsclient-reader`` thread, the read token, callers reading their own replies
+* :mod:`.reader`    the ``jsclient-reader`` thread and the read side (its token, parser and buffer)
 * :mod:`.router`    parser events to subscriptions, waiters, futures and PONG waiters (no socket, no thread)
 * :mod:`.requests`  the reply mux, tokens, waiters, the deadline sweep
+* :mod:`.fastpath`  callers reading their own replies, and every other speed trick of the request path,
+  with the invariants they rest on (the modules above are the plain path they fall back to)
 * :mod:`.publish`   publishing a message or a control reply, and flush
 * :mod:`.subs`      subscribe, unsubscribe, drain one, the SUBs a new link needs
 * :mod:`.pool`      the server pool, discovery, the user's ``server_selector``
 * :mod:`.events`    the ``jsclient-events`` thread (user callbacks)
 * :mod:`.session`   one process's connection: its parts, handshake, loss, reconnect, pings, drain, close
 * :mod:`.fork`      after ``os.fork()``: a fresh session in the child
-* :mod:`.iface`     ``CoreAPI``, what JetStream, messages and subscriptions use
+* :mod:`.iface`     ``CoreAPI`` (its plain calls and the hot paths' mechanics), what the layers above use
 
 Locks: this is the one place their order is written; the modules point here.
 
@@ -19,7 +21,8 @@ Locks: this is the one place their order is written; the modules point here.
   making its new session.
 * ``Requests.mux_lock`` (:mod:`.requests`): creating the request inbox.
 * ``ReadSide.token`` (:mod:`.reader`), one per transport: its parser,
-  receive buffer and spin count; whoever holds it reads and routes.
+  receive buffer and spin count; whoever holds it reads and routes (who
+  may take it, and the flags around it: :mod:`.fastpath`).
 * ``Writer.send_lock`` (:mod:`.writer`): socket writes, so buffers leave in
   the order they were filled.
 * ``Writer.write_lock`` (:mod:`.writer`): the write buffer, the PINGs and

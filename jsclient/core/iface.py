@@ -1,9 +1,16 @@
 """The internal interfaces between the core and the layers above it.
 
-* :class:`CoreAPI`: what JetStream, messages and subscriptions may use of a
-  connection beyond its public API.  They reach it as ``conn.core`` (the
-  current :class:`~jsclient.core.session.Session`; a forked child gets a new
-  one, so hold the connection, not its core).
+* :class:`PlainAPI`: the plain calls JetStream, messages and subscriptions
+  may use of a connection beyond its public API (publish, request, report
+  an error, end a subscription).
+* :class:`HotPath`: the mechanics under those that the hot paths use (a
+  request whose reply is read in one match, sending the buffer now, the
+  core's scheduler threads).  What the first two rest on is stated in
+  :mod:`jsclient.core.fastpath`.
+* :class:`CoreAPI`: both, which is what the layers hold as ``conn.core``
+  (the current :class:`~jsclient.core.session.Session`; a forked child
+  gets a new one, so hold the connection, not its core).  One type because
+  one object is both, and ``request`` is one overloaded call.
 * :class:`DeliveryPort`: what JetStream, Spark and services use of a core
   subscription beyond its public API.  :class:`~jsclient.subscription.Subscription`
   implements it; a workflow holds its subscription as a port.
@@ -30,12 +37,8 @@ if TYPE_CHECKING:
     from ..subscription import Subscription
 
 
-class CoreAPI(Protocol):
-    timers: Scheduler
-
-    @property
-    def watchdog(self) -> Scheduler:
-        """The heartbeat watchdog's scheduler (its own thread, started on first use)."""
+class PlainAPI(Protocol):
+    """The plain calls of the core, as the layers above use them."""
 
     def publish_message(
         self,
@@ -51,23 +54,13 @@ class CoreAPI(Protocol):
     def publish_control(self, subject: str, payload: bytes) -> None:
         """Publish to a server-made subject (acks, flow control): no validation, no caching."""
 
-    @overload
     def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None) -> Msg:
-        """request() with ``timeout`` already checked (the hot paths of KV reads)."""
-
-    @overload
-    def request(
-        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
-    ) -> R | Msg:
-        """The same, a reply of ``shape`` read in one match when this caller reads it itself."""
+        """request() with ``timeout`` already checked."""
 
     def request_async(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, kind: ReplyKind
     ) -> Future[Any]:
         """request_async with ``timeout`` already checked; ``kind`` says how the reply settles."""
-
-    def send_pending(self) -> None:
-        """Send what is buffered now, on this thread."""
 
     def report_error(self, exc: Exception) -> None:
         """Hand an error to the error callback on the events thread."""
@@ -82,6 +75,42 @@ class CoreAPI(Protocol):
     def drain_subscription(self, sub: Subscription, timeout: float) -> None: ...
 
     def stop_receiving(self, sub: Subscription, timeout: float) -> None: ...
+
+
+class HotPath(Protocol):
+    """The mechanics under the plain calls that the layers' hot paths use: a request whose reply is read in
+    one match (KV get, direct get, JetStream publish), sending the buffer now (publish_async's window), and
+    the core's scheduler threads (publish retries, heartbeat checks), so no layer starts a thread per call."""
+
+    #: The core's timer thread (``jsclient-timer``): delayed work such as a publish's retry, no thread of its own.
+    timers: Scheduler
+
+    @property
+    def watchdog(self) -> Scheduler:
+        """The heartbeat watchdog's scheduler (its own thread, started on first use)."""
+
+    def request(
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
+    ) -> R | Msg:
+        """request() whose reply, when this caller reads it itself, is read in one match of ``shape`` and
+        returned as what the shape's reader made of it; otherwise the message, to be decoded as usual."""
+
+    def send_pending(self) -> None:
+        """Send what is buffered now, on this thread (before waiting on what it holds)."""
+
+
+class CoreAPI(PlainAPI, HotPath, Protocol):
+    """``conn.core``: the plain calls and the hot paths' mechanics (``request`` takes a shape or not)."""
+
+    @overload
+    def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None) -> Msg:
+        """:meth:`PlainAPI.request`."""
+
+    @overload
+    def request(
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
+    ) -> R | Msg:
+        """:meth:`HotPath.request`."""
 
 
 class DeliveryPort(Protocol):
@@ -121,7 +150,7 @@ class DeliveryPort(Protocol):
     def interrupt(self, reason: Error) -> None:
         """Have the next take raise ``reason`` once, when the queue is empty, waking a taker now.  Any thread."""
 
-    def unsubscribe(self, max_msgs: int | None = None) -> None: ...
+    def unsubscribe(self, max_messages: int | None = None) -> None: ...
 
     def drain(self, timeout: float | None = None) -> None: ...
 

@@ -4,8 +4,9 @@ Callers' threads run them; so does the reader, for a flow-control answer
 from a subscription's arrival hook.  No lock of their own: they append
 through the writer (its ``write_lock``, and ``send_lock`` when a buffer
 goes out inline; their order: :mod:`jsclient.core`), and flush waits for
-its PONG through the reader.  The session binds them as its own, so a
-publish with headers costs no extra frame.
+its PONG through the reader (or reads it itself:
+:func:`jsclient.core.fastpath.await_reply`).  The session binds them as
+its own, so nothing stands between a caller and these calls.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..errors import Error, TimeoutError
 from ..headers import HeadersInput
 from ..headers import encode as encode_headers
 from ..protocol import PubEncoder, encode_pub
+from .fastpath import await_reply
 from .state import Waiter
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ class Publisher:
         if not self._writer.queue_ping(waiter):
             raise self._refusal()
         self._writer.send_pending()
-        if not self._reader.await_reply(waiter, timeout):
+        if not await_reply(self._reader, waiter, timeout):
             raise TimeoutError(f"flush: no PONG from the server within {timeout} s")
         if waiter.error is not None:
             raise waiter.error

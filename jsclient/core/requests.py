@@ -6,9 +6,11 @@ subject, and a :class:`~jsclient.core.state.Waiter` (``request()``) or a
 :class:`~jsclient.futures.ReplyFuture` (``request_async``) listed in the
 router's ``waiters`` under it before the request is sent.
 
-Threads: **callers** list and unlist their entries; the **reader** (or a
-caller holding the read token) pops an entry when its reply arrives (see
-:mod:`jsclient.core.router`); the **timer thread** (``jsclient-timer``)
+Threads: **callers** list and unlist their entries; the **reader** pops
+an entry when its reply arrives (:mod:`jsclient.core.router`), or the
+caller pops its own when it reads the reply itself (the fast path, with
+its frame sent straight to the socket and the reply taken whole:
+:mod:`jsclient.core.fastpath`); the **timer thread** (``jsclient-timer``)
 sweeps expired futures (:meth:`Requests.sweep`).  Whoever pops an entry
 settles it, so each settles once.
 
@@ -47,6 +49,7 @@ from ..message import Msg
 from ..payload import as_bytes as _as_bytes
 from ..protocol import REQUEST_FRAME, REQUEST_HEAD, REQUEST_LINE, PubEncoder, R, ReplyShape, remember
 from ..scheduler import Scheduler
+from .fastpath import await_reply
 from .state import Waiter
 
 if TYPE_CHECKING:
@@ -61,8 +64,7 @@ if TYPE_CHECKING:
 #: when the async requests still in the buffer are at least 1/SEND_SHARE of
 #: all requests outstanding: while the server has plenty to answer they
 #: gather into one write, and when it is about to run dry they leave now.
-#: A lone request goes at once.  Alternating 0 (never) with 2, 3 and 4 in one
-#: process: 3 gave +11% at 16 requests in flight and +7% for publish_async.
+#: A lone request goes at once.
 SEND_SHARE = 3
 #: While async requests are out, their deadlines are swept at least this often
 #: (seconds), and sooner when one is due sooner.
@@ -145,7 +147,8 @@ class Requests:
 
         With ``shape``, a reply this caller reads itself comes back as what
         the shape's reader made of it; one that the reader thread routed, or
-        that the reader did not know, comes back as the message.
+        that the shape's reader did not know, comes back as the message (see
+        :mod:`jsclient.core.fastpath`).
         """
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
@@ -168,7 +171,7 @@ class Requests:
                 REQUEST_FRAME % (head, number, n, payload), n
             ):
                 self._publish(subject, payload, token, headers, send_now=True)
-            answered = self._reader.await_reply(waiter, timeout, token, number, shape)
+            answered = await_reply(self._reader, waiter, timeout, token, number, shape)
         finally:
             # Unanswered and still listed: nobody else can reach it now, so it is as good as new.
             if not answered and waiters.pop(token, None) is waiter:
@@ -183,7 +186,7 @@ class Requests:
             raise error
         if msg.__class__ is not Msg:
             return msg  # what the shape's reader made of it
-        if not msg.data and status_of(msg.header) == 503:
+        if no_responders(msg):
             raise NoRespondersError(f"no responders for request to {subject!r}")
         return msg
 
@@ -343,9 +346,15 @@ def fail_pending(pending: list[Waiter | ReplyFuture[Any]], error: Exception) -> 
 
 def count_settled(kinds: list[ReplyKind]) -> None:
     """Tell each kind's on_settle hook how many of its futures just settled: once per kind, not per future."""
-    for kind, n in Counter(kinds).items():  # counted in C
+    for kind, n in Counter(kinds).items():
         if kind.on_settle is not None:
             kind.on_settle(n)
+
+
+def no_responders(msg: Msg) -> bool:
+    """Whether ``msg`` is the server's answer that nobody listens on a request's subject: a 503 status,
+    no payload (the request mux, ``request_async``'s futures and request-many all read it so)."""
+    return not msg.data and status_of(msg.header) == 503
 
 
 def settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
@@ -358,7 +367,7 @@ def settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
             fut.settle_locked(None, exc)
         else:
             fut.settle_locked(result, None)
-    elif not msg.data and status_of(msg.header) == 503:
+    elif no_responders(msg):
         fut.settle_locked(None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
     else:
         fut.settle_locked(msg, None)

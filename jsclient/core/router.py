@@ -7,14 +7,20 @@ a ``request()`` caller's :class:`~jsclient.core.state.Waiter`, a
 to the :class:`RouterSink`.  Tests feed it events and look at the tables,
 the way h11's state machine is tested without sockets.
 
+This is the plain path, the reference for the fast path's shortcuts
+(:func:`~jsclient.core.fastpath.route_one`,
+:func:`~jsclient.core.fastpath.take_own`,
+:func:`~jsclient.core.fastpath.take_shaped`), which work on these same
+tables; :mod:`jsclient.core.fastpath` says why they give the same result.
+
 Threads: ``route`` runs on whichever thread holds the read side's token
-(the reader, or a caller reading its own reply, see
-:mod:`jsclient.core.reader`): one at a time, so ``in_msgs``/``in_bytes``
-need no lock.  Other threads add and remove entries of ``subs`` (under
-``sub_lock``) and ``waiters`` (no lock: dict operations are atomic, and a
-waiter is listed before its request is sent).  ``take_shaped`` alone runs a
-caller's :class:`~jsclient.protocol.ReplyShape` reader, on that caller's
-thread: the reader thread only ever makes messages.
+(the reader, or a caller reading its own reply): one at a time, so
+``in_msgs``/``in_bytes`` need no lock.  Other threads add and remove
+entries of ``subs`` (under ``sub_lock``) and ``waiters`` (no lock: dict
+operations are atomic, and a waiter is listed before its request is sent;
+whoever pops an entry settles it).  The reader thread only ever makes
+messages: a caller's :class:`~jsclient.protocol.ReplyShape` reader runs on
+that caller's thread.
 
 Locks (their order: :mod:`jsclient.core`): ``sub_lock`` guards changes to
 ``subs``.  The futures' lock (:func:`jsclient.futures.settle_lock`)
@@ -31,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import ServerError, SubscriptionClosedError, server_error
 from ..futures import ReplyFuture, ReplyKind, settle_lock
 from ..message import Msg
-from ..protocol import Err, Info, MsgEvent, OwnFrame, Ping, Pong, ReplyShape
+from ..protocol import Err, Info, Ping, Pong
 from .requests import count_settled, settle_reply
 from .state import Waiter
 
@@ -64,7 +70,7 @@ class Router:
 
     def __init__(self, sink: RouterSink, conn: Connection | None) -> None:
         self._sink = sink
-        self._conn = conn  # set on every message, for respond() and acks
+        self.conn = conn  # set on every message, for respond() and acks
         self.subs: dict[int, Subscription] = {}
         self.sub_lock = threading.Lock()
         #: Request waiters and futures by token (the last token of the reply subject).
@@ -89,52 +95,6 @@ class Router:
         """Something expects messages that a caller owning ``own_waiters`` request waiters will not read."""
         return len(self.waiters) > own_waiters or len(self.subs) > (self.resp_sid != 0)
 
-    def route_one(self, msg: MsgEvent) -> bool:
-        """:meth:`route` of a read that was one message, in a few steps when it answers a request() caller."""
-        if type(msg) is Msg and msg.sid == self.resp_sid:
-            token = msg.subject[self.token_at :]
-            waiters = self.waiters
-            waiter = waiters.get(token)
-            if waiter.__class__ is Waiter and waiters.pop(token, None) is waiter:
-                msg._conn = self._conn
-                self.in_msgs += 1
-                self.in_bytes += len(msg.data)
-                waiter.fill(msg)
-                return True
-        return self.route((msg,))
-
-    def take_own(self, token: str, frame: OwnFrame, waiter: Waiter) -> bool:
-        """The reply of the request() caller holding ``token``, as read by that caller (see
-        :meth:`jsclient.protocol.Parser.feed_reply`): its waiter's ``msg`` (the lock left alone).
-
-        False when the waiter is no longer listed: closing took it, and fills it.
-        """
-        if self.waiters.pop(token, None) is not waiter:
-            return False
-        raw, body, split, stop = frame
-        msg = Msg(self.prefix + token, self.resp_sid, None, raw[body:split] if split > body else None, raw[split:stop])
-        msg._conn = self._conn
-        self.in_msgs += 1
-        self.in_bytes += stop - split
-        waiter.msg = msg
-        return True
-
-    def take_shaped(self, token: str, groups: tuple[bytes, ...], waiter: Waiter, shape: ReplyShape[Any]) -> bool:
-        """:meth:`take_own` of a reply read in one match (see
-        :meth:`jsclient.protocol.Parser.feed_shaped`): ``msg`` is what the shape's reader made of it, or
-        the message when the reader did not know it."""
-        if self.waiters.pop(token, None) is not waiter:
-            return False
-        payload = groups[-1]
-        self.in_msgs += 1
-        self.in_bytes += len(payload)
-        value = shape.read(groups)
-        if value is None:
-            value = Msg(self.prefix + token, self.resp_sid, None, groups[2] if shape.headers else None, payload)
-            value._conn = self._conn
-        waiter.msg = value
-        return True
-
     def route(self, events: Sequence[Any]) -> bool:
         """Route parsed events; True when one answered a request() caller."""
         answered = False
@@ -144,7 +104,7 @@ class Router:
         resp_sid = self.resp_sid
         waiters = self.waiters
         token_at = self.token_at
-        conn = self._conn
+        conn = self.conn
         n_in = 0
         bytes_in = 0
         held = None  # the futures' lock, held through a run of async replies (taken once, not per reply)

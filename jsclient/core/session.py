@@ -177,8 +177,8 @@ class Session:
             subscribe_inbox=self.subscriptions.subscribe_inbox,
             core=self,
         )
-        # CoreAPI and the connection's calls, bound here, not wrapped: kv.get calls request on every read,
-        # a publish with headers calls publish_message, and a wrapper is one more frame.
+        # CoreAPI and the connection's calls, bound here, not wrapped: kv.get calls request on every read and
+        # a publish with headers calls publish_message, so nothing stands between those callers and the parts.
         self.request = self.requests.request
         self.request_async = self.requests.request_async
         self.publish_message = publisher.publish_message

@@ -12,7 +12,8 @@ connection is a no-op, drain() of a reconnecting one an error for the user)
 and only then apply it, holding the writer's ``write_lock``.
 
 A :class:`Waiter` is filled by one thread (the reader, or whoever fails it)
-and waited on by one other; the :class:`Link`'s fields are swapped under
+and waited on by one other (or answered by its own caller without a wake-up:
+:mod:`.fastpath`); the :class:`Link`'s fields are swapped under
 the write lock and read without it (a reference read is atomic).  Locks and
 their order: see :mod:`jsclient.core`.
 """
@@ -138,7 +139,7 @@ class Waiter:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.lock.acquire()
-        #: The reply: a Msg, or what the reader of the caller's ReplyShape made of it (see Router.take_shaped).
+        #: The reply: a Msg, or what the reader of the caller's ReplyShape made of it (see fastpath.take_shaped).
         self.msg: Any = None
         self.error: Error | None = None
 

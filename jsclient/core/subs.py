@@ -99,7 +99,7 @@ class Subscriptions:
 
     def unsubscribe(self, sub: Subscription, max_msgs: int | None) -> None:
         if max_msgs is not None:
-            whole("max_msgs", max_msgs)
+            whole("max_messages", max_msgs)
             if sub.is_closed:
                 raise SubscriptionClosedError(f"subscription on {sub.subject!r} has already ended")
             sub.max_msgs = max_msgs

@@ -6,7 +6,9 @@ Threads:
   :meth:`Writer.queue_message`).  When the buffer passes
   ``max_pending_size`` it sends the buffer itself (that is the
   back-pressure), and ``request``/``flush`` send at once for latency
-  (:meth:`Writer.send_soon`);
+  (:meth:`Writer.send_soon`; a request() frame may skip the buffer,
+  :meth:`Writer.send_frame`, whose invariant is in
+  :mod:`jsclient.core.fastpath`);
 * ``jsclient-flusher`` (:func:`flusher_main`) sends the rest, so many frames
   leave in one ``sendall``.  While async requests keep coming it polls
   instead of being woken for each (``deferred``): a thread blocking on one of
@@ -52,8 +54,9 @@ from .state import Link, State, Waiter, start
 AfterLoss = Callable[[], None]
 
 #: Async requests do not wake the flusher while it polls: their sender usually
-#: sends them itself when it waits on a future (a wake-up per batch costs more
-#: than the batch), and otherwise the flusher sends them within this many seconds.
+#: sends them itself when it waits on a future (so a wake-up per batch would
+#: mostly find nothing to send), and otherwise the flusher sends them within
+#: this many seconds.
 DEFERRED_SEND = 0.001
 #: A poll that finds the buffer already sent (the waiting threads send first)
 #: makes the flusher poll half as often, down to once in this many seconds.
@@ -183,12 +186,16 @@ class Writer:
         """A whole frame its caller waits on (a request's, ``n`` its payload size): queued and sent at once.
 
         With nothing buffered and nobody sending, the frame goes to the
-        socket from here without passing through the buffer: a request()
-        caller's turnaround, which on a virtual machine decides whether the
-        server is still awake to answer quickly.  False (nothing queued) as
+        socket from here without passing through the buffer: the request()
+        fast path's send (why that keeps the wire order:
+        :mod:`jsclient.core.fastpath`).  It is a Writer method because the
+        writer's two locks make it safe.  False (nothing queued) as
         :meth:`queue_message`.
         """
-        if not self.send_lock.acquire(False):  # positional: a keyword costs a C argument parse per request
+        # Tried, never waited for: while another thread sends, the frame joins the buffer behind what is there
+        # and leaves with it.  Positional False, plain acquire/release and no call of sendall below: this runs
+        # once per request().
+        if not self.send_lock.acquire(False):
             with self.write_lock:
                 if not self.accepting or len(self.buf) >= self.threshold:
                     return False
@@ -199,7 +206,7 @@ class Writer:
             return True
         try:
             lock = self.write_lock
-            lock.acquire()  # not `with`: looking up __enter__ and __exit__ costs more than the lock itself
+            lock.acquire()
             try:
                 buf = self.buf
                 if not self.accepting or len(buf) >= self.threshold:
@@ -221,7 +228,7 @@ class Writer:
                 then = self.sendall(data, pings)  # after what was buffered before it
             else:
                 try:
-                    alone.sendall(frame)  # straight to the socket: no call of Writer.sendall (a Python frame less)
+                    alone.sendall(frame)  # straight to the socket: nothing was buffered ahead of it
                     return True
                 except OSError as exc:
                     then = self._unsent(frame, 0, exc, gen)

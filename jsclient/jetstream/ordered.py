@@ -401,7 +401,7 @@ def subscribe_ordered(
     if subject is not None:
         check_subscribe_subject(subject)
     if cb is not None and not callable(cb):
-        raise InvalidArgumentError("cb must be callable")
+        raise InvalidArgumentError("callback must be callable")
     cfg = ordered_config(config, idle_heartbeat)
     stream_name = stream_of(js, stream, subject)
     return OrderedSubscription(js, stream_name, subject, cfg, cb, (pending_msgs_limit, pending_bytes_limit))

@@ -225,7 +225,7 @@ class PushSubscription(Bound):
         sub = self._conn.subscribe(
             deliver_subject,
             queue=self.queue,
-            cb=self._dispatch if self._user_cb is not None else None,
+            callback=self._dispatch if self._user_cb is not None else None,
             pending_msgs_limit=limits[0],
             pending_bytes_limit=limits[1],
         )
@@ -324,7 +324,7 @@ def subscribe(
     if config is not None and not isinstance(config, ConsumerConfig):
         raise InvalidArgumentError(f"config must be a ConsumerConfig, not {type(config).__name__}")
     if cb is not None and not callable(cb):
-        raise InvalidArgumentError("cb must be callable")
+        raise InvalidArgumentError("callback must be callable")
     if not isinstance(flow_control, bool):
         raise InvalidArgumentError(f"flow_control must be a bool, not {flow_control!r}")
     user = config if config is not None else ConsumerConfig()

@@ -192,7 +192,7 @@ def test_a_client_behind_a_blackholed_link_times_out_notices_and_comes_back() ->
         nc = connect(link.url, events, ping_interval=0.5, max_outstanding_pings=2, max_reconnect_attempts=-1,
                      connect_timeout=1.0)
         try:
-            nc.subscribe("echo", cb=lambda m: m.respond(m.data))
+            nc.subscribe("echo", callback=lambda m: m.respond(m.data))
             assert nc.request("echo", b"1", timeout=2).data == b"1"
             link.blackhole()
             with pytest.raises(jsclient.TimeoutError) as caught:
