@@ -242,12 +242,13 @@ def split_delivery(block: bytes) -> tuple[dict[str, str], int]:
     each line with its CRLF, as the server counts them against a batch's ``max_bytes``; 0: it has none)."""
     found: dict[str, str] = {}
     own = 0
-    for line in block.split(b"\r\n")[1:]:
-        name, _, value = line.decode("utf-8", "replace").partition(":")
+    ascii_only = block.isascii()  # then a line's length in characters is its length in bytes
+    for line in block.decode("utf-8", "replace").split("\r\n")[1:]:  # decoded once, not line by line
+        name, _, value = line.partition(": ")  # the server writes its own lines "Name: value"
         if name in DELIVERY_HEADERS:
-            found[name] = value[1:] if value[:1] == " " else value
+            found[name] = value
         elif line:
-            own += len(line) + 2
+            own += (len(line) if ascii_only else len(line.encode())) + 2
     return found, own
 
 

@@ -13,6 +13,12 @@ messages answer (:class:`~.status.Request`).
 The workflows are the policies: what an end, a warning, a reset or a
 wake-up means for them.
 
+The per-message loops (fetch, ``messages()``, ``next_msg``, the batched
+direct get) call :meth:`Channel.take`, which hands a user message over as
+it is and makes a :class:`Step` only for the rest, and compare outcomes
+with this module's aliases (:data:`MESSAGE`, ...): they run once per
+message, where a Step and an enum attribute lookup each would show.
+
 Threads: :meth:`Channel.step` runs on the workflow's **taking thread**,
 one at a time.  :meth:`Channel.wake` may be called from any thread (the
 watchdog's alarm, the reconnect thread, ``stop()``); it goes through the
@@ -27,12 +33,13 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import Error, TimeoutError
+from ..headers import status_of
+from ..message import Msg
 from .manager import Table, Verdict
 from .status import NO_STATUS, Request, Status, reply_error
 
 if TYPE_CHECKING:
     from ..core.iface import DeliveryPort
-    from ..message import Msg
     from .manager import MessageManager
 
 
@@ -46,6 +53,12 @@ class Outcome(enum.Enum):
     ERROR = "error"  # a terminal status (step.error)
     WOKEN = "woken"  # woken by :meth:`Channel.wake` (step.wake, step.serial)
     TIMEOUT = "timeout"  # nothing by the deadline
+
+
+#: The outcomes as module globals, for the per-message loops.
+MESSAGE, END, WARNING, RESET, ERROR, WOKEN, TIMEOUT = (
+    Outcome.MESSAGE, Outcome.END, Outcome.WARNING, Outcome.RESET, Outcome.ERROR, Outcome.WOKEN, Outcome.TIMEOUT
+)
 
 
 class Wake(enum.Enum):
@@ -81,6 +94,12 @@ _BY_VERDICT = {
     Verdict.RESET: Outcome.RESET, Verdict.ERROR: Outcome.ERROR,
 }
 TIMED_OUT = Step(Outcome.TIMEOUT)
+_new_step = tuple.__new__  # a Step of a message without the generated __new__'s keyword handling
+
+
+def message_step(msg: Msg) -> Step:
+    """The step of a user message."""
+    return _new_step(Step, (MESSAGE, msg, NO_STATUS, None, None, 0))
 
 
 class Channel:
@@ -109,30 +128,47 @@ class Channel:
         Heartbeats and flow control never come out.  The error that ended
         the subscription (closed, connection lost) is raised.
         """
+        got = self.take(timeout)
+        return message_step(got) if isinstance(got, Msg) else got
+
+    def take(self, timeout: float | None) -> Msg | Step:
+        """:meth:`step`, but a user message comes out as itself (the per-message loops' call)."""
+        port = self.port
+        try:
+            msg = port.take(timeout)
+        except TimeoutError:
+            return TIMED_OUT
+        except Woken as woken:
+            return Step(Outcome.WOKEN, wake=woken.wake, serial=woken.serial)
+        header = msg.header
+        if header is None or status_of(header) is None:
+            return msg
+        return self._status(msg, timeout)
+
+    def _status(self, msg: Msg, timeout: float | None) -> Msg | Step:
+        """A status came first: judge it, and take again past the handled ones until ``timeout`` is spent."""
         port = self.port
         manager = self.manager
         deadline = None if timeout is None else time.monotonic() + timeout
-        remaining = timeout
         while True:
+            verdict = manager.judge(msg, self.table)
+            if verdict is Verdict.MESSAGE:
+                return msg
+            if verdict is not Verdict.HANDLED:
+                return self._status_step(verdict, msg)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 msg = port.take(remaining)
             except TimeoutError:
                 return TIMED_OUT
             except Woken as woken:
                 return Step(Outcome.WOKEN, wake=woken.wake, serial=woken.serial)
-            verdict = manager.judge(msg, self.table)
-            if verdict is Verdict.MESSAGE:
-                return Step(Outcome.MESSAGE, msg)
-            if verdict is not Verdict.HANDLED:
-                return self._status_step(verdict, msg)
-            if deadline is not None:
-                remaining = max(0.0, deadline - time.monotonic())
 
     def judge(self, msg: Msg) -> Step | None:
         """The step of a message handed over by the core (a callback's); None when it was handled here."""
         verdict = self.manager.judge(msg, self.table)
         if verdict is Verdict.MESSAGE:
-            return Step(Outcome.MESSAGE, msg)
+            return message_step(msg)
         if verdict is Verdict.HANDLED:
             return None
         return self._status_step(verdict, msg)

@@ -40,7 +40,7 @@ from ..headers import encode
 from ..protocol import FAST_APPEND_FRAME, REQUEST_HEAD, encode_fast_ingest
 from . import api, features
 from .batch import member
-from .channel import Channel, Outcome, Step
+from .channel import MESSAGE, TIMEOUT, Channel, Step
 from .manager import ACKS, MessageManager
 from .status import Request
 
@@ -181,7 +181,7 @@ class _Publisher:
             self.take(self._answer(step))
 
     def _answer(self, step: Step) -> Msg:
-        if step.outcome is not Outcome.MESSAGE:
+        if step.outcome is not MESSAGE:
             raise step.error or AssertionError(step.outcome)  # ACKS has no other outcome than an error
         assert step.msg is not None
         return step.msg
@@ -198,7 +198,7 @@ class _Publisher:
                     f"(messages up to batch sequence {self.acked} were acked)"
                 )
             step = self.answers.step(min(PING_AFTER, remaining))
-            if step.outcome is Outcome.TIMEOUT:
+            if step.outcome is TIMEOUT:
                 self.ping(seq)
             else:
                 self.take(self._answer(step))

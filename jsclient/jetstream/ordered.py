@@ -55,7 +55,7 @@ from ..subscription import until_closed
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
 from .bind import Bound, stream_of
-from .channel import Channel, Outcome, Wake
+from .channel import RESET, TIMEOUT, WOKEN, Channel, Wake
 from .manager import ORDERED, StrictOrder
 
 if TYPE_CHECKING:
@@ -256,28 +256,26 @@ class OrderedSubscription(Bound):
                 continue
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                step = channel.step(remaining)
+                got = channel.take(remaining)
             except SubscriptionClosedError:
                 if self._closed or self._draining:
                     raise
                 continue  # the old inbox after a reset
-            outcome = step.outcome
-            if outcome is Outcome.MESSAGE:
-                msg = step.msg
-                assert msg is not None
-                meta = msg.metadata
+            if isinstance(got, Msg):
+                meta = got.metadata
                 self.last_stream_seq = meta.sequence.stream
                 self.last_consumer_seq = meta.sequence.consumer
-                msg.ack_state = ACK_DISABLED
-                return msg
-            if outcome is Outcome.TIMEOUT:
+                got.ack_state = ACK_DISABLED
+                return got
+            outcome = got.outcome
+            if outcome is TIMEOUT:
                 raise TimeoutError(f"ordered consumer on {self.stream!r}: no message within {timeout} s")
-            if outcome is Outcome.RESET:
+            if outcome is RESET:
                 with self._lock:
                     self._flag_reset()
-            elif outcome is not Outcome.WOKEN:  # woken: the reset flagged is done on the next round
-                assert step.error is not None
-                raise step.error
+            elif outcome is not WOKEN:  # woken: the reset flagged is done on the next round
+                assert got.error is not None
+                raise got.error
 
     def _await_reset(self, deadline: float | None, timeout: float | None) -> None:
         """Taking thread: have the consumer recreated (in the background) and wait for it until ``deadline``."""

@@ -57,7 +57,7 @@ from ..protocol import check_subscribe_subject
 from . import api, features
 from .api import AckPolicy, ConsumerConfig, PriorityPolicy
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .channel import Channel, Outcome, Wake
+from .channel import END, MESSAGE, TIMEOUT, WARNING, WOKEN, Channel, Wake
 from .manager import CONSUME, FETCH, MessageManager
 from .status import Kind
 
@@ -183,12 +183,12 @@ class PullInbox:
         out: list[Msg] = []
         channel = self.channel
         while len(out) < batch and (step := channel.ready()) is not None:
-            if step.outcome is Outcome.MESSAGE:
+            if step.outcome is MESSAGE:
                 assert step.msg is not None
                 if self.group is not None:
                     self.note_pin(step.msg)
                 out.append(step.msg)
-            elif step.outcome is Outcome.WOKEN:
+            elif step.outcome is WOKEN:
                 break
             else:
                 self.refused_pin()
@@ -287,22 +287,22 @@ class PullSubscription(Bound):
     def _collect(self, out: list[Msg], max_messages: int, token: str, deadline: float, serial: int) -> Ended:
         """Take messages for the request ``token`` until it ends (:data:`~.manager.FETCH`); how it ended."""
         inbox = self._inbox
-        channel = inbox.channel
+        take = inbox.channel.take
+        grouped = inbox.group is not None
         while len(out) < max_messages:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Ended.TIMEOUT
-            step = channel.step(remaining)
+            step = take(remaining)
+            if isinstance(step, Msg):
+                if grouped:
+                    inbox.note_pin(step)
+                out.append(step)
+                continue
             outcome = step.outcome
-            if outcome is Outcome.MESSAGE:
-                assert step.msg is not None
-                if inbox.group is not None:
-                    inbox.note_pin(step.msg)
-                out.append(step.msg)
+            if outcome is TIMEOUT:
                 continue
-            if outcome is Outcome.TIMEOUT:
-                continue
-            if outcome is Outcome.WOKEN:
+            if outcome is WOKEN:
                 if step.wake is Wake.SILENT and step.serial == serial:
                     missed = HeartbeatsMissedError(
                         f"no heartbeat or message for {inbox.mm.alarm:g} s on pull consumer {self.consumer!r}"
@@ -314,11 +314,11 @@ class PullSubscription(Bound):
                 continue
             assert step.msg is not None
             mine = inbox.token_of(step.msg) == token
-            if outcome is Outcome.END and inbox.refused_pin() and mine:
+            if outcome is END and inbox.refused_pin() and mine:
                 return Ended.WRONG_PIN
             if not mine:
                 continue  # the end of an older request
-            if outcome is Outcome.END:
+            if outcome is END:
                 return Ended.DONE
             assert step.error is not None
             return self._ended_by(step.error, out)
@@ -496,6 +496,7 @@ class MessageStream:
     def __iter__(self) -> Iterator[Msg]:
         inbox = self._inbox
         channel = inbox.consuming()
+        take = channel.take
         mm = inbox.mm
         silence = 2 * self.heartbeat if self.heartbeat else self.expires + 1.0
         mm.watch(channel.port, silence / 2, silence, self._silent)
@@ -508,39 +509,38 @@ class MessageStream:
                     except ConnectionClosedError:
                         return
                 try:
-                    step = channel.step(None)
+                    step = take(None)
                 except (SubscriptionClosedError, ConnectionClosedError):
                     return
-                outcome = step.outcome
-                if outcome is Outcome.MESSAGE:
-                    msg = step.msg
-                    assert msg is not None
+                if isinstance(step, Msg):
                     if self.buffer_bytes is None:
-                        self._pending = max(0, self._pending - 1)
+                        if self._pending > 0:
+                            self._pending -= 1
                     else:
-                        self._less(1, message_size(msg))
+                        self._less(1, message_size(step))
                     if inbox.group is not None:
-                        inbox.note_pin(msg)
-                    yield msg
+                        inbox.note_pin(step)
+                    yield step
                     continue
-                if outcome is Outcome.WOKEN:
+                outcome = step.outcome
+                if outcome is WOKEN:
                     if step.wake is Wake.SILENT or inbox.reconnected:
                         inbox.reconnected = False
                         self._forget_requests()  # lost requests (or a silent server): ask again
                     continue
                 assert step.msg is not None
-                wrong_pin = outcome is Outcome.END and inbox.refused_pin()
+                wrong_pin = outcome is END and inbox.refused_pin()
                 asked = self._tokens.pop(inbox.token_of(step.msg), None)
                 if asked is None:
                     continue  # a status for a request already forgotten
                 status = step.status
-                if outcome is Outcome.END:
+                if outcome is END:
                     left = asked.msgs if wrong_pin or status.pending_msgs is None else status.pending_msgs
                     size = asked.bytes if wrong_pin or status.pending_bytes is None else status.pending_bytes
                     self._less(left, size)
                     continue
                 assert step.error is not None
-                if outcome is Outcome.WARNING and not self.warnings_end:
+                if outcome is WARNING and not self.warnings_end:
                     self._less(asked.msgs, asked.bytes)
                     inbox.conn.core.report_error(step.error)
                     self._stopped.wait(min(self.expires, 0.5))

@@ -37,7 +37,7 @@ from ..subscription import until_closed
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .channel import Channel, Outcome, Wake
+from .channel import MESSAGE, TIMEOUT, WOKEN, Channel, Wake
 from .manager import PUSH, GapReporting, MessageManager
 
 if TYPE_CHECKING:
@@ -130,19 +130,17 @@ class PushSubscription(Bound):
         """The next user message; statuses are handled on the way (ADR-15)."""
         if self._user_cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
-        step = self._channel().step(timeout)
-        if step.outcome is Outcome.MESSAGE:
-            msg = step.msg
-            assert msg is not None
+        got = self._channel().take(timeout)
+        if isinstance(got, Msg):
             if self._ack_none:
-                msg.ack_state = ACK_DISABLED
-            return msg
-        if step.outcome is Outcome.TIMEOUT:
+                got.ack_state = ACK_DISABLED
+            return got
+        if got.outcome is TIMEOUT:
             raise TimeoutError(f"no message from consumer {self.consumer!r} within {timeout} s")
-        if step.outcome is Outcome.WOKEN:
+        if got.outcome is WOKEN:
             raise self._missed()
-        assert step.error is not None
-        raise step.error
+        assert got.error is not None
+        raise got.error
 
     def __iter__(self) -> Iterator[Msg]:
         return until_closed(self.next_msg)
@@ -152,7 +150,7 @@ class PushSubscription(Bound):
         step = self._channel().judge(msg)
         if step is None:
             return
-        if step.outcome is not Outcome.MESSAGE:
+        if step.outcome is not MESSAGE:
             assert step.error is not None
             self._conn.core.report_error(step.error)
             return

@@ -57,9 +57,10 @@ from ..errors import (
 )
 from ..headers import Headers, encode_line, msg_id_block
 from ..jetstream.batch import Member, batch_ack, check_batch_id, member_frame, send_commit, send_members
-from ..jetstream.channel import Channel, Outcome
+from ..jetstream.channel import TIMEOUT, Channel
 from ..jetstream.manager import ACKS, MessageManager
 from ..jetstream.status import Request
+from ..message import Msg
 from ..protocol import check_publish_subject, hpub_frame
 from .arrow import MSG_ID, user_header
 from .connections import connection
@@ -422,17 +423,16 @@ class _MsgIdTask:
     def _settle(self, upto: int) -> None:
         """Take acks until ``upto`` have come; raise on the first error."""
         self.conn.core.send_pending()
-        step = self.acks.step
+        take = self.acks.take
         while self.acked < upto:
-            got = step(self.timeout)
-            if got.outcome is Outcome.TIMEOUT:
-                raise TimeoutError(
-                    f"jetstream sink: {self.sent - self.acked} publish acks still missing after {self.timeout} s"
-                )
-            if got.outcome is not Outcome.MESSAGE:
+            got = take(self.timeout)
+            if not isinstance(got, Msg):
+                if got.outcome is TIMEOUT:
+                    raise TimeoutError(
+                        f"jetstream sink: {self.sent - self.acked} publish acks still missing after {self.timeout} s"
+                    )
                 raise got.error or AssertionError(got.outcome)  # ACKS has no other outcome than an error
-            assert got.msg is not None
-            data = got.msg.data
+            data = got.data
             if b'"error"' in data:
                 from ..jetstream.api import decode_pub_ack
 
