@@ -172,7 +172,11 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
             js.delete_consumer("BPULL", tag)
             return meter.figure(got)
         if row in ("consume", "consumer_messages"):  # ADR-37 handles, a buffer of 500 as fetch_ack asks
-            consumer = js.stream("BPULL").create_consumer(durable_name=tag)
+            # Explicit acks with no pending limit, as the nats-py row's consumer: the acks are real work for the
+            # server (a consumer made without ack_policy got none before 1.0, which the server ignores).
+            consumer = js.stream("BPULL").create_consumer(
+                durable_name=tag, ack_policy="explicit", max_ack_pending=-1
+            )
             got = 0
             with Meter() as meter:
                 if row == "consumer_messages":
