@@ -46,6 +46,7 @@ from jsclient.spark import sink
 from jsclient.spark.connections import connection
 
 from .proxy import Cut, FrameProxy
+from .test_spark_sink import markers
 
 pytestmark = pytest.mark.needs_server("2.12")  # every test here writes atomic batches
 
@@ -87,14 +88,6 @@ def stored(js: jsclient.JetStream, stream: str, subjects: str) -> Counter[bytes]
 def rows(first: int, last: int) -> Counter[bytes]:
     return Counter(b"row-%d" % i for i in range(first, last))
 
-
-def markers(js: jsclient.JetStream, stream: str) -> list[dict[str, int]]:
-    """The sink's commit markers still in the stream, oldest first."""
-    try:
-        found = js.direct_get_batch(stream, f"_jsclient.commits.{stream}.>", max_messages=10_000)
-        return [json.loads(m.data) for m in found]
-    except jsclient.MessageNotFoundError:
-        return []
 
 
 class MarkerReads:

@@ -31,7 +31,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,7 @@ from tests.nemesis.workloads import (
     check_consumed,
     check_publishes,
     read_stream,
+    retrying,
 )
 from tests.test_resilience import Events
 
@@ -112,18 +112,6 @@ class Outcome:
             verdict = "ok" if not found else f"{len(found)} PROBLEM(S)"
             rows.append(f"  {checker:<12} {verdict:<14} {note}")
         return "\n".join(rows)
-
-
-def retrying(what: str, fn: Callable[[], Any], seconds: float = 60.0) -> Any:
-    """``fn()`` until the cluster answers it (a JetStream meta leader is elected a few seconds after start)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return fn()
-        except (jsclient.JetStreamAPIError, jsclient.TimeoutError):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the cluster never answered {what} in {seconds} s") from None
-            time.sleep(0.5)
 
 
 def create_streams(js: jsclient.JetStream) -> dict[str, tuple[int, str]]:

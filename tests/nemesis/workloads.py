@@ -380,15 +380,19 @@ class ConsumeWorkload:
 
     def _taker(self) -> Callable[[], list[jsclient.Msg]]:
         if self.kind == "pull":
-            durable = retrying_call(lambda: self.js.pull_subscribe(
+            durable = retrying("pull_subscribe", lambda: self.js.pull_subscribe(
                 self.subject, "NEMPULL", stream=self.stream, config=jsclient.ConsumerConfig(ack_wait=4.0)))
             self._close = durable.unsubscribe
             return lambda: durable.fetch(50, timeout=self.timeout)
         if self.kind == "ordered":
-            sub = retrying_call(lambda: self.js.subscribe(self.subject, stream=self.stream, ordered=True))
+            sub = retrying(
+                "ordered subscribe", lambda: self.js.subscribe(self.subject, stream=self.stream, ordered=True)
+            )
             self._close = sub.unsubscribe
             return lambda: [sub.next_msg(timeout=self.timeout)]
-        consumer = retrying_call(lambda: self.js.stream(self.stream).ordered_consumer(filter_subjects=[self.subject]))
+        consumer = retrying(
+            "ordered consumer", lambda: self.js.stream(self.stream).ordered_consumer(filter_subjects=[self.subject])
+        )
         self._close = consumer.close
         return lambda: consumer.fetch(50, timeout=self.timeout)
 
@@ -396,15 +400,15 @@ class ConsumeWorkload:
         return bool(self.taken) and max(seq for seq, _ in self.taken) >= last
 
 
-def retrying_call(fn: Callable[[], Any], seconds: float = 60.0) -> Any:
-    """``fn()`` until the cluster answers (a consumer is made while the cluster may still elect leaders)."""
+def retrying(what: str, fn: Callable[[], Any], seconds: float = 60.0) -> Any:
+    """``fn()`` until the cluster answers it (a JetStream meta leader is elected a few seconds after start)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
             return fn()
-        except jsclient.Error:
+        except (jsclient.JetStreamAPIError, jsclient.TimeoutError) as exc:
             if time.monotonic() > deadline:
-                raise
+                raise AssertionError(f"the cluster never answered {what} in {seconds} s") from exc
             time.sleep(0.5)
 
 
