@@ -159,8 +159,10 @@ from .options import Options
 from .release import ServerVersion
 from .replies import Replies
 from .subscription import Subscription
+from .timeouts import DEFAULT, Default, Timeout
 
 __all__ = [
+    "DEFAULT",
     "APIStats",
     "AccountInfo",
     "AccountLimits",
@@ -201,6 +203,7 @@ __all__ = [
     "CounterError",
     "Counters",
     "DataLossError",
+    "Default",
     "DeliverPolicy",
     "DigestMismatchError",
     "DirectBatch",
@@ -317,6 +320,7 @@ __all__ = [
     "Subscription",
     "SubscriptionClosedError",
     "TLSError",
+    "Timeout",
     "TimeoutError",
     "TooManySubjectsError",
     "UsageError",

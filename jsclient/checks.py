@@ -54,13 +54,3 @@ def whole_seconds(name: str, value: Any, minimum: int = 1) -> int:
             raise InvalidArgumentError(f"{name} must be whole seconds (the server keeps no fraction), not {value!r}")
         number = int(number)
     return number
-
-
-_HUGE = 1 << 53  # an int timeout past this is left to seconds(), which names the problem
-
-
-def check_timeout(timeout: Any) -> None:
-    """seconds() for the hot paths: a positive finite float or int (not a bool) passes with two tests."""
-    kind = type(timeout)
-    if not ((kind is float and 0 < timeout < math.inf) or (kind is int and 0 < timeout < _HUGE)):
-        seconds("timeout", timeout)

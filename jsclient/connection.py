@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from .auth import CredentialCallbacks
-from .checks import check_timeout, whole
+from .checks import whole
 from .core.iface import CoreAPI
 from .core.session import Callbacks, ErrorCallback, EventCallback, ServerSelector, Session
 from .core.state import State
@@ -46,12 +46,13 @@ from .deprecation import renamed_keywords
 from .errors import ConnectionClosedError, InvalidArgumentError
 from .headers import HeadersInput
 from .message import Msg
-from .options import Options, mask_url
+from .options import CREDENTIALS, OPTION_DEFAULTS, Options, mask_url
 from .payload import as_bytes as _as_bytes
 from .protocol import PubEncoder, check_queue_name, check_subscribe_subject
 from .release import ServerVersion, announced
 from .replies import Replies, Sentinel, request_many
 from .subscription import MsgCallback, Subscription
+from .timeouts import DEFAULT, Timeout, answer_limit, take_limit
 
 if TYPE_CHECKING:
     from .jetstream.context import JetStream
@@ -63,6 +64,42 @@ def connect(
     servers: str | list[str] | tuple[str, ...] | None = None,
     *,
     options: Options | None = None,
+    name: str | None = OPTION_DEFAULTS.name,
+    user: str | None = OPTION_DEFAULTS.user,
+    password: str | None = OPTION_DEFAULTS.password,
+    token: str | None = OPTION_DEFAULTS.token,
+    verbose: bool = OPTION_DEFAULTS.verbose,
+    pedantic: bool = OPTION_DEFAULTS.pedantic,
+    echo: bool = OPTION_DEFAULTS.echo,
+    connect_timeout: float = OPTION_DEFAULTS.connect_timeout,
+    pending_msgs_limit: int = OPTION_DEFAULTS.pending_msgs_limit,
+    pending_bytes_limit: int = OPTION_DEFAULTS.pending_bytes_limit,
+    max_pending_size: int = OPTION_DEFAULTS.max_pending_size,
+    inbox_prefix: str = OPTION_DEFAULTS.inbox_prefix,
+    drain_timeout: float = OPTION_DEFAULTS.drain_timeout,
+    allow_reconnect: bool = OPTION_DEFAULTS.allow_reconnect,
+    max_reconnect_attempts: int = OPTION_DEFAULTS.max_reconnect_attempts,
+    reconnect_time_wait: float = OPTION_DEFAULTS.reconnect_time_wait,
+    reconnect_jitter: float = OPTION_DEFAULTS.reconnect_jitter,
+    retry_on_failed_connect: bool = OPTION_DEFAULTS.retry_on_failed_connect,
+    reconnect_buf_size: int = OPTION_DEFAULTS.reconnect_buf_size,
+    no_randomize: bool = OPTION_DEFAULTS.no_randomize,
+    ignore_discovered_servers: bool = OPTION_DEFAULTS.ignore_discovered_servers,
+    ping_interval: float = OPTION_DEFAULTS.ping_interval,
+    max_outstanding_pings: int = OPTION_DEFAULTS.max_outstanding_pings,
+    spin_wait: float = OPTION_DEFAULTS.spin_wait,
+    reconnect_after_fork: bool = OPTION_DEFAULTS.reconnect_after_fork,
+    nkey_seed: str | Callable[[], str] | None = OPTION_DEFAULTS.nkey_seed,
+    creds_file: str | None = OPTION_DEFAULTS.creds_file,
+    user_credentials: str | Callable[[], str] | None = OPTION_DEFAULTS.user_credentials,
+    tls: bool = OPTION_DEFAULTS.tls,
+    tls_ca_file: str | None = OPTION_DEFAULTS.tls_ca_file,
+    tls_cert_file: str | None = OPTION_DEFAULTS.tls_cert_file,
+    tls_key_file: str | None = OPTION_DEFAULTS.tls_key_file,
+    tls_hostname: str | None = OPTION_DEFAULTS.tls_hostname,
+    tls_handshake_first: bool = OPTION_DEFAULTS.tls_handshake_first,
+    ws_headers: tuple[tuple[str, str], ...] | list[tuple[str, str]] | dict[str, str] = OPTION_DEFAULTS.ws_headers,
+    ws_compression: bool = OPTION_DEFAULTS.ws_compression,
     error_cb: ErrorCallback | None = None,
     closed_cb: EventCallback | None = None,
     disconnected_cb: EventCallback | None = None,
@@ -71,57 +108,58 @@ def connect(
     user_jwt_cb: Callable[[], str] | None = None,
     signature_cb: Callable[[bytes], bytes] | None = None,
     server_selector: ServerSelector | None = None,
-    **kwargs: Any,
+    **unknown: Never,
 ) -> Connection:
-    """Open a connection (see :class:`jsclient.Options` for every keyword).
+    """Open a connection: the keywords are the fields of :class:`jsclient.Options`, plus what Options
+    cannot hold because it pickles (callbacks, an ``ssl.SSLContext``, callable credentials).
 
-    Callbacks run on the connection's events thread.  ``tls_context`` is an
-    ``ssl.SSLContext`` to use for TLS (it is not part of the picklable options).
-    ``user_credentials`` and ``nkey_seed`` may also be callables, and
-    ``user_jwt_cb`` with ``signature_cb`` sign the server's nonce: each is
-    called again at every reconnect, so a rotated secret is picked up.
-    ``server_selector(pool, lost_url)`` picks the server each reconnect round
-    tries first (it runs on the reconnect thread, which waits for it).
+    A keyword not given keeps the value of ``options=`` (else Options' default), so keywords beside
+    ``options=`` override its fields.  Written out, not ``**kwargs``, so that type checkers and IDEs know
+    every name and type.
+
+    ``error_cb``, ``closed_cb``, ``disconnected_cb`` and ``reconnected_cb`` run on the connection's
+    events thread.  ``tls_context`` is used for TLS.  ``user_credentials`` and ``nkey_seed`` may also be
+    callables, and ``user_jwt_cb`` with ``signature_cb`` sign the server's nonce: each is called again at
+    every reconnect, so a rotated secret is picked up.  ``server_selector(pool, lost_url)`` picks the
+    server each reconnect round tries first (it runs on the reconnect thread, which waits for it).
     """
-    credentials = _credential_callbacks(kwargs, user_jwt_cb, signature_cb)
-    if options is None:
-        options = Options.build(servers, **kwargs)
-    elif servers is not None or kwargs:
-        options = options.replace(
-            **({"servers": (servers,) if isinstance(servers, str) else tuple(servers)} if servers else {}),
-            **kwargs,
-        )
-    conn = Connection(
-        options,
-        error_cb=error_cb,
-        closed_cb=closed_cb,
-        disconnected_cb=disconnected_cb,
-        reconnected_cb=reconnected_cb,
-        tls_context=tls_context,
-        credentials=credentials,
-        server_selector=server_selector,
-    )
-    return conn
+    arguments = dict(locals())  # the same parameters (tests/test_connect_keywords.py keeps them so)
+    return Connection(**arguments.pop("unknown"), **arguments)
 
 
-def _credential_callbacks(
-    kwargs: dict[str, Any], jwt: Callable[[], str] | None, signature: Callable[[bytes], bytes] | None
-) -> CredentialCallbacks | None:
-    """Take the callable credentials out of ``kwargs`` (they are not picklable options)."""
-    creds = kwargs.pop("user_credentials") if callable(kwargs.get("user_credentials")) else None
-    seed = kwargs.pop("nkey_seed") if callable(kwargs.get("nkey_seed")) else None
+def _options_and_credentials(
+    servers: str | list[str] | tuple[str, ...] | Options | None,
+    options: Options | None,
+    arguments: dict[str, Any],
+    jwt: Callable[[], str] | None,
+    signature: Callable[[bytes], bytes] | None,
+) -> tuple[Options, CredentialCallbacks | None]:
+    """Connection's arguments as Options, and apart from them the callable credentials (Options pickles).
+
+    ``arguments`` holds the option keywords by name (``Connection.__init__``'s ``locals()``).  Every
+    check runs here, before anything is sent.
+    """
+    if isinstance(servers, Options):  # Connection(options, ...), as before the keywords
+        if options is not None:
+            raise InvalidArgumentError("give the Options once: as the first argument or as options=")
+        servers, options = None, servers
+    given = {name: arguments[name] for name in vars(OPTION_DEFAULTS) if name != "servers"}
+    callables = {name: given[name] for name in ("user_credentials", "nkey_seed") if callable(given[name])}
+    given.update(dict.fromkeys(callables))  # a callable replaces the str form an options= may hold
     for name, cb in (("user_jwt_cb", jwt), ("signature_cb", signature)):
         if cb is not None and not callable(cb):
             raise InvalidArgumentError(f"{name} must be callable")
     if (jwt is None) != (signature is None):
         raise InvalidArgumentError("user_jwt_cb and signature_cb go together")
-    given = [name for name, v in (("user_credentials", creds), ("nkey_seed", seed), ("user_jwt_cb", jwt)) if v]
-    given += [k for k in ("user", "token", "nkey_seed", "creds_file", "user_credentials") if kwargs.get(k)]
-    if len(given) > 1:
-        raise InvalidArgumentError(f"use one kind of credentials, not {' and '.join(sorted(set(given)))}")
-    if not (creds or seed or jwt):
-        return None
-    return CredentialCallbacks(creds=creds, seed=seed, jwt=jwt, signature=signature)
+    built = Options.build(servers, options=options, **given)
+    kinds = [*callables, *(["user_jwt_cb"] if jwt else [])]
+    kinds += [name for name in CREDENTIALS if getattr(built, name)]
+    if len(kinds) > 1:
+        raise InvalidArgumentError(f"use one kind of credentials, not {' and '.join(sorted(kinds))}")
+    if not (callables or jwt):
+        return built, None
+    creds, seed = callables.get("user_credentials"), callables.get("nkey_seed")
+    return built, CredentialCallbacks(creds=creds, seed=seed, jwt=jwt, signature=signature)
 
 
 class Connection:
@@ -129,16 +167,59 @@ class Connection:
 
     def __init__(
         self,
-        options: Options,
+        servers: str | list[str] | tuple[str, ...] | Options | None = None,
         *,
+        options: Options | None = None,
+        name: str | None = OPTION_DEFAULTS.name,
+        user: str | None = OPTION_DEFAULTS.user,
+        password: str | None = OPTION_DEFAULTS.password,
+        token: str | None = OPTION_DEFAULTS.token,
+        verbose: bool = OPTION_DEFAULTS.verbose,
+        pedantic: bool = OPTION_DEFAULTS.pedantic,
+        echo: bool = OPTION_DEFAULTS.echo,
+        connect_timeout: float = OPTION_DEFAULTS.connect_timeout,
+        pending_msgs_limit: int = OPTION_DEFAULTS.pending_msgs_limit,
+        pending_bytes_limit: int = OPTION_DEFAULTS.pending_bytes_limit,
+        max_pending_size: int = OPTION_DEFAULTS.max_pending_size,
+        inbox_prefix: str = OPTION_DEFAULTS.inbox_prefix,
+        drain_timeout: float = OPTION_DEFAULTS.drain_timeout,
+        allow_reconnect: bool = OPTION_DEFAULTS.allow_reconnect,
+        max_reconnect_attempts: int = OPTION_DEFAULTS.max_reconnect_attempts,
+        reconnect_time_wait: float = OPTION_DEFAULTS.reconnect_time_wait,
+        reconnect_jitter: float = OPTION_DEFAULTS.reconnect_jitter,
+        retry_on_failed_connect: bool = OPTION_DEFAULTS.retry_on_failed_connect,
+        reconnect_buf_size: int = OPTION_DEFAULTS.reconnect_buf_size,
+        no_randomize: bool = OPTION_DEFAULTS.no_randomize,
+        ignore_discovered_servers: bool = OPTION_DEFAULTS.ignore_discovered_servers,
+        ping_interval: float = OPTION_DEFAULTS.ping_interval,
+        max_outstanding_pings: int = OPTION_DEFAULTS.max_outstanding_pings,
+        spin_wait: float = OPTION_DEFAULTS.spin_wait,
+        reconnect_after_fork: bool = OPTION_DEFAULTS.reconnect_after_fork,
+        nkey_seed: str | Callable[[], str] | None = OPTION_DEFAULTS.nkey_seed,
+        creds_file: str | None = OPTION_DEFAULTS.creds_file,
+        user_credentials: str | Callable[[], str] | None = OPTION_DEFAULTS.user_credentials,
+        tls: bool = OPTION_DEFAULTS.tls,
+        tls_ca_file: str | None = OPTION_DEFAULTS.tls_ca_file,
+        tls_cert_file: str | None = OPTION_DEFAULTS.tls_cert_file,
+        tls_key_file: str | None = OPTION_DEFAULTS.tls_key_file,
+        tls_hostname: str | None = OPTION_DEFAULTS.tls_hostname,
+        tls_handshake_first: bool = OPTION_DEFAULTS.tls_handshake_first,
+        ws_headers: tuple[tuple[str, str], ...] | list[tuple[str, str]] | dict[str, str] = OPTION_DEFAULTS.ws_headers,
+        ws_compression: bool = OPTION_DEFAULTS.ws_compression,
         error_cb: ErrorCallback | None = None,
         closed_cb: EventCallback | None = None,
         disconnected_cb: EventCallback | None = None,
         reconnected_cb: EventCallback | None = None,
         tls_context: ssl.SSLContext | None = None,
-        credentials: CredentialCallbacks | None = None,
+        user_jwt_cb: Callable[[], str] | None = None,
+        signature_cb: Callable[[bytes], bytes] | None = None,
         server_selector: ServerSelector | None = None,
+        **unknown: Never,
     ) -> None:
+        """As :func:`jsclient.connect` (same keywords); ``servers`` may also be an Options, as ``options=``."""
+        if unknown:  # a type checker flags these at the call; at run time they are a jsclient.Error
+            raise InvalidArgumentError(f"unknown connection option(s): {', '.join(sorted(unknown))}")
+        options, credentials = _options_and_credentials(servers, options, locals(), user_jwt_cb, signature_cb)
         for name, cb in (
             ("error_cb", error_cb),
             ("closed_cb", closed_cb),
@@ -326,7 +407,7 @@ class Connection:
             self._check_fork()
         self._append(frames, payload_size=payload_bytes, messages=messages)
 
-    def rtt(self, timeout: float = 2.0) -> float:
+    def rtt(self, timeout: float | None = 2.0) -> float:
         """The round trip to the server, in seconds: a PING answered by its PONG, behind what is queued."""
         started = time.perf_counter()
         self.flush(timeout)
@@ -338,14 +419,14 @@ class Connection:
         self._check_fork()
         self._session.force_reconnect()
 
-    def flush(self, timeout: float = 2.0) -> None:
+    def flush(self, timeout: float | None = 2.0) -> None:
         """Return once the server has processed everything sent before this call.
 
         While reconnecting, the PING waits in the buffer and the wait goes on
         within ``timeout``; if the connection breaks after the PING left,
         ConnectionLostError says the server may not have seen everything.
         """
-        check_timeout(timeout)
+        timeout = answer_limit(timeout)
         self._check_fork()
         self._session.flush(timeout)
 
@@ -396,7 +477,7 @@ class Connection:
         self,
         subject: str,
         payload: bytes = b"",
-        timeout: float = 2.0,
+        timeout: float | None = 2.0,
         headers: HeadersInput | None = None,
     ) -> Msg:
         """Publish with a reply inbox and wait for the first response.
@@ -408,7 +489,7 @@ class Connection:
         (NOT_DELIVERED), and its ``failure`` why it ended (a
         :class:`jsclient.RequestFailure`).  Safe from many threads at once.
         """
-        check_timeout(timeout)
+        timeout = answer_limit(timeout)
         if self._forked:
             self._check_fork()
         return self._requests.request(subject, payload, timeout, headers)
@@ -417,7 +498,7 @@ class Connection:
         self,
         subject: str,
         payload: bytes = b"",
-        timeout: float = 2.0,
+        timeout: float | None = 2.0,
         headers: HeadersInput | None = None,
     ) -> Future[Msg]:
         """Like :meth:`request` without waiting: a Future resolved with the reply.
@@ -427,7 +508,7 @@ class Connection:
         ``failure`` as for :meth:`request`.  Its done-callbacks run on the
         connection's events thread, never on the reader.
         """
-        check_timeout(timeout)
+        timeout = answer_limit(timeout)
         if self._forked:
             self._check_fork()
         requests = self._requests
@@ -439,7 +520,7 @@ class Connection:
         subject: str,
         payload: bytes = b"",
         *,
-        timeout: float = 2.0,
+        timeout: float | None = 2.0,
         stall: float | None = None,
         max_messages: int | None = None,
         sentinel: Sentinel | bool | None = None,
@@ -452,6 +533,7 @@ class Connection:
         (``sentinel=True``: a reply with an empty payload ends them), or on
         ``stop()``.  NoRespondersError if nobody is subscribed.
         """
+        timeout = answer_limit(timeout)
         if self._forked:
             self._check_fork()
         return request_many(
@@ -465,10 +547,13 @@ class Connection:
         self,
         prefix: str = "$JS.API",
         domain: str | None = None,
-        timeout: float = 5.0,
+        timeout: float | None = 5.0,
         publish_async_max_pending: int = 4000,
     ) -> JetStream:
-        """A JetStream context on this connection (cheap: make as many as you like)."""
+        """A JetStream context on this connection (cheap: make as many as you like).
+
+        ``timeout`` is the default of its calls that wait for the server (None: no limit).
+        """
         from .jetstream.context import JetStream
 
         return JetStream(
@@ -499,14 +584,13 @@ class Connection:
                 self._forked = False
 
     # -- ending ------------------------------------------------------------
-    def drain(self, timeout: float | None = None) -> None:
+    def drain(self, timeout: Timeout = DEFAULT) -> None:
         """Stop every subscription, deliver what they hold, send what is buffered, close.
 
-        Requests still waiting at the end give up with ConnectionClosedError, ``failure`` DRAINED.
+        ``timeout`` defaults to the ``drain_timeout`` option.  Requests still
+        waiting at the end give up with ConnectionClosedError, ``failure`` DRAINED.
         """
-        timeout = self.options.drain_timeout if timeout is None else timeout
-        check_timeout(timeout)
-        self._session.drain(timeout)
+        self._session.drain(answer_limit(timeout, self.options.drain_timeout))
 
     def close(self) -> None:
         """Send what is buffered (best effort) and close.  Idempotent.
@@ -517,7 +601,8 @@ class Connection:
         self._session.close()
 
     def wait_closed(self, timeout: float | None = None) -> bool:
-        return self._session.closed_event.wait(timeout)
+        """Whether the connection is closed, waiting up to ``timeout`` for it (None: no limit; 0: only look)."""
+        return self._session.closed_event.wait(take_limit(timeout))
 
     def __enter__(self) -> Connection:
         return self

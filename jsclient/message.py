@@ -23,6 +23,7 @@ from .headers import Headers, HeadersInput, parse, status_of
 from .jetstream.metadata import MsgMetadata, is_ack_subject, parse_metadata
 from .payload import as_bytes as _as_bytes
 from .protocol import MsgEvent
+from .timeouts import answer_limit
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -37,7 +38,7 @@ class Attached(Protocol):
     @property
     def core(self) -> CoreAPI: ...
 
-    def request(self, subject: str, payload: bytes = b"", timeout: float = 2.0) -> Msg: ...
+    def request(self, subject: str, payload: bytes = b"", timeout: float | None = 2.0) -> Msg: ...
 
 
 #: Ack states: acks may be sent; a terminal ack was sent; the consumer takes no acks.
@@ -141,12 +142,13 @@ class Msg(MsgEvent):
         """Working on it: reset the ack wait timer (not terminal)."""
         self._ack(b"+WPI", False)
 
-    def ack_sync(self, timeout: float = 5.0) -> None:
+    def ack_sync(self, timeout: float | None = 5.0) -> None:
         """Acknowledge and wait until the server confirms it."""
+        wait = answer_limit(timeout)
         if self.ack_state != ACK_OPEN:
             return
         conn = self._ack_target()
-        conn.request(self.reply, b"+ACK", timeout=timeout)  # type: ignore[arg-type]
+        conn.request(self.reply, b"+ACK", timeout=wait)  # type: ignore[arg-type]
         self.ack_state = ACK_TERMINAL
 
     def _ack(self, payload: bytes, terminal: bool) -> None:

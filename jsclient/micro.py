@@ -54,6 +54,7 @@ from .errors import InvalidArgumentError, SlowConsumerError
 from .headers import Headers, HeadersInput
 from .payload import as_bytes
 from .protocol import check_queue_name, check_subscribe_subject
+from .timeouts import DEFAULT, Timeout, answer_limit
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -410,15 +411,19 @@ class Service(Group):
                 endpoint.stats = _Stats(drops_seen=endpoint.dropped)
 
     # -- ending --------------------------------------------------------------------------
-    def stop(self, timeout: float | None = None) -> None:
-        """Drain: take no new request, finish and answer the ones taken, then leave discovery."""
+    def stop(self, timeout: Timeout = DEFAULT) -> None:
+        """Drain: take no new request, finish and answer the ones taken, then leave discovery.
+
+        ``timeout`` bounds each endpoint's drain; it defaults to the connection's ``drain_timeout``.
+        """
+        limit = answer_limit(timeout, self._nc.options.drain_timeout)
         if self._stopped.is_set():
             return
         self._stopped.set()
         with self._lock:
             subs = [e.sub for e in self._endpoints if e.sub is not None]
         for sub in subs:
-            sub.drain(timeout)  # its queued requests reach the pool first
+            sub.drain(limit)  # its queued requests reach the pool first
         self._pool.shutdown(wait=True)
         for sub in self._discovery:
             if not sub.is_closed:

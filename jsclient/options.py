@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,8 @@ SCHEMES = ("nats", "tls", "ws", "wss")
 WEBSOCKET_SCHEMES = ("ws", "wss")
 #: Beyond this a poll loop costs more CPU than any wake-up it could spare.
 MAX_SPIN_WAIT = 0.01
+#: The options that each give one kind of credentials (``password`` goes with ``user``).
+CREDENTIALS = ("user", "token", "nkey_seed", "creds_file", "user_credentials")
 
 
 def mask_url(url: str) -> str:
@@ -136,8 +139,9 @@ class Options:
             raise InvalidArgumentError("password needs user")
         if self.token is not None and self.user is not None:
             raise InvalidArgumentError("token and user/password are mutually exclusive")
-        if sum(bool(x) for x in (self.user or self.token, self.nkey_seed, self.creds_file, self.user_credentials)) > 1:
-            raise InvalidArgumentError("use one of user/password, token, nkey_seed, creds_file or user_credentials")
+        kinds = [key for key in CREDENTIALS if getattr(self, key)]
+        if len(kinds) > 1:
+            raise InvalidArgumentError(f"use one kind of credentials, not {' and '.join(sorted(kinds))}")
         if self.tls_key_file and not self.tls_cert_file:
             raise InvalidArgumentError("tls_key_file needs tls_cert_file")
         for key in (
@@ -189,15 +193,26 @@ class Options:
         return f"Options({', '.join(shown)})"
 
     @classmethod
-    def build(cls, servers: str | list[str] | tuple[str, ...] | None = None, **kwargs: Any) -> Options:
-        """Options from keyword arguments, rejecting unknown names clearly."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(kwargs) - known)
+    def build(
+        cls, servers: str | list[str] | tuple[str, ...] | None = None, *, options: Options | None = None, **kwargs: Any
+    ) -> Options:
+        """Options from keywords, each replacing that field of ``options`` (else of the defaults).
+
+        The one place keywords become Options (:func:`jsclient.connect` and :class:`jsclient.Connection`
+        come here).  A keyword left at its ``OPTION_DEFAULTS`` marker was not given, so it changes
+        nothing.  An unknown name is refused by name, since ``**kwargs`` escapes the type checker.
+        """
+        unknown = sorted(set(kwargs) - set(vars(OPTION_DEFAULTS)))
         if unknown:
             raise InvalidArgumentError(f"unknown connection option(s): {', '.join(unknown)}")
+        given = {name: value for name, value in kwargs.items() if not isinstance(value, _NotGiven)}
         if servers is not None:
-            kwargs["servers"] = (servers,) if isinstance(servers, str) else tuple(servers)
-        return cls(**kwargs)
+            given["servers"] = servers  # a str or list is normalised to a tuple by __post_init__
+        if options is None:
+            return cls(**given)
+        if not isinstance(options, Options):
+            raise InvalidArgumentError(f"options must be a jsclient.Options, not {type(options).__name__}")
+        return dataclasses.replace(options, **given) if given else options
 
     def replace(self, **changes: Any) -> Options:
         return dataclasses.replace(self, **changes)
@@ -251,3 +266,22 @@ RESERVED_HEADERS = frozenset({
     "sec-websocket-protocol", "content-length", "transfer-encoding",
 })
 _NOT_TOKEN = frozenset('()<>@,;:\\"/[]?={} \t')
+
+
+class _NotGiven:
+    """The default of an option keyword of ``connect()`` and ``Connection``: "not given", so that beside
+    ``options=`` it keeps that object's field.  Its repr is Options' default, which ``help()`` then shows."""
+
+    __slots__ = ("default",)
+
+    def __init__(self, default: Any) -> None:
+        self.default = default
+
+    def __repr__(self) -> str:
+        return repr(self.default)
+
+
+#: One "not given" marker per field, as ``OPTION_DEFAULTS.<field>``: the default of each option keyword of
+#: ``connect()`` and ``Connection`` (typed Any so that each keyword keeps its field's type; a misspelt
+#: field name fails at import).
+OPTION_DEFAULTS: Any = SimpleNamespace(**{name: _NotGiven(value) for name, value in vars(Options()).items()})

@@ -39,18 +39,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .checks import check_timeout
 from .deprecation import renamed_keywords
 from .errors import (
     ConnectionClosedError,
     Error,
     ForkedConnectionError,
-    InvalidArgumentError,
     SlowConsumerError,
     SubscriptionClosedError,
     TimeoutError,
 )
 from .message import Msg
+from .timeouts import DEFAULT, Timeout, answer_limit, take_limit
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -177,7 +176,7 @@ class Subscription:
         return self._closed is not None
 
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
-        """The next message; waits up to ``timeout`` seconds (None: forever).
+        """The next message; waits up to ``timeout`` seconds (None: no limit; 0: only one already queued).
 
         Raises :class:`jsclient.TimeoutError` when nothing arrives in time and
         :class:`SubscriptionClosedError` (or ConnectionClosedError) once the
@@ -185,9 +184,7 @@ class Subscription:
         """
         if self._cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0 or timeout != timeout):
-            raise InvalidArgumentError(f"timeout must be a number of seconds >= 0 (or None), not {timeout!r}")
-        return self.take(timeout)
+        return self.take(take_limit(timeout))
 
     def take(self, timeout: float | None) -> Msg:
         """Internal (the delivery port): :meth:`next_msg` without its checks, for the layers above."""
@@ -289,19 +286,18 @@ class Subscription:
         """Stop now (discarding what is queued) or, with ``max_messages``, after that many in total."""
         self._conn.core.unsubscribe(self, max_messages)
 
-    def drain(self, timeout: float | None = None) -> None:
-        """Stop receiving, then wait until every queued message has been taken or handled."""
-        conn = self._conn
-        timeout = conn.options.drain_timeout if timeout is None else timeout
-        check_timeout(timeout)
-        conn.core.drain_subscription(self, timeout)
+    def drain(self, timeout: Timeout = DEFAULT) -> None:
+        """Stop receiving, then wait until every queued message has been taken or handled.
 
-    def stop_receiving(self, timeout: float | None = None) -> None:
+        ``timeout`` defaults to the connection's ``drain_timeout`` option.
+        """
+        conn = self._conn
+        conn.core.drain_subscription(self, answer_limit(timeout, conn.options.drain_timeout))
+
+    def stop_receiving(self, timeout: Timeout = DEFAULT) -> None:
         """Internal (the delivery port): :meth:`drain` without waiting for the queue to be taken."""
         conn = self._conn
-        timeout = conn.options.drain_timeout if timeout is None else timeout
-        check_timeout(timeout)
-        conn.core.stop_receiving(self, timeout)
+        conn.core.stop_receiving(self, answer_limit(timeout, conn.options.drain_timeout))
 
     def _wait_drained(self, deadline: float) -> bool:
         """Wait until the queue is empty and the callback (if any) has returned."""

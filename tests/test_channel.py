@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import pytest
 
+import jsclient
 from jsclient import errors
 from jsclient.jetstream import manager
 from jsclient.jetstream.channel import Channel, Outcome, Wake
@@ -112,6 +113,8 @@ class PullCore(Core):
 
 
 class FakeConn:
+    options = jsclient.Options()  # the drain's default comes from it
+
     def __init__(self) -> None:
         self.core = PullCore()
         self.port = FakePort()

@@ -64,11 +64,12 @@ def test_no_boolean_flag_is_positional() -> None:
 
 
 def test_every_wait_is_named_timeout_in_seconds() -> None:
-    """A call's own wait is ``timeout``: a float of seconds or None, never an int-only or other-named wait."""
+    """A call's own wait is ``timeout``: a float of seconds, None or DEFAULT, never an int-only or other-named wait."""
     for where, func in public_callables():
         for param in inspect.signature(func).parameters.values():
             if param.name == "timeout" and param.default is not inspect.Parameter.empty:
-                assert param.default is None or isinstance(param.default, float), (where, param.default)
+                default = param.default
+                assert default is None or default is jsclient.DEFAULT or isinstance(default, float), (where, default)
 
 
 @pytest.fixture

@@ -181,7 +181,7 @@ def test_invalid_subscribe_arguments(nc: jsclient.Connection) -> None:
         nc.flush(timeout=0)
 
 
-@pytest.mark.parametrize("timeout", [0, -1, -0.5, float("nan"), float("inf"), 10**400, "5", True, None])
+@pytest.mark.parametrize("timeout", [0, -1, -0.5, float("nan"), float("inf"), 10**400, "5", True, jsclient.DEFAULT])
 def test_request_bad_timeout_rejected_before_sending(nc: jsclient.Connection, timeout: object) -> None:
     sub = nc.subscribe("svc.timeouts", callback=lambda m: m.respond(m.data))
     nc.flush()
@@ -428,7 +428,7 @@ def test_no_server_raises_no_servers_error() -> None:
 
 def test_unknown_and_invalid_options_rejected() -> None:
     with pytest.raises(jsclient.InvalidArgumentError, match="bogus"):
-        jsclient.connect("nats://127.0.0.1:1", bogus=1)
+        jsclient.connect("nats://127.0.0.1:1", bogus=1)  # type: ignore[arg-type]
     with pytest.raises(jsclient.InvalidArgumentError, match="connect_timeout"):
         jsclient.connect("nats://127.0.0.1:1", connect_timeout=-1)
     with pytest.raises(jsclient.InvalidArgumentError, match="scheme"):

@@ -137,7 +137,15 @@ def test_stream_leader_killed_mid_publish_loses_and_doubles_nothing() -> None:
 
 
 def test_requests_from_many_threads_across_two_restarts_never_mismatch() -> None:
+    """No reply reaches the wrong request, and a request fails only while the server is away.
+
+    Every failed request is checked: it must overlap a restart window (from
+    the kill until the first reply after it), say its outcome (not delivered
+    or unknown), and end by its deadline plus a fixed slack.  A request that
+    fails in steady state, or hangs past its deadline, fails the test.
+    """
     threads_n = 32 if SOAK else 12
+    timeout = 2.0
     with NatsServer(jetstream=False) as server:
         responder = jsclient.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
         requester = jsclient.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
@@ -148,18 +156,32 @@ def test_requests_from_many_threads_across_two_restarts_never_mismatch() -> None
             mismatched: list[bytes] = []
             answered = Counter[int]()
             restarts = [0]
+            #: (start, end, error) of every failed request; (killed, up again, first reply after) of each restart.
+            failed: list[tuple[float, float, jsclient.Error]] = []
+            away: list[list[float]] = []
+            crashed: list[BaseException] = []
+            lock = threading.Lock()
 
             def worker(t: int) -> None:
                 i = 0
-                while not stop.is_set():
-                    payload = b"%d:%d" % (t, i)
-                    i += 1
-                    try:
-                        if requester.request("svc.echo", payload, timeout=2).data != payload:
-                            mismatched.append(payload)
-                        answered[restarts[0]] += 1
-                    except (jsclient.TimeoutError, jsclient.NoRespondersError, jsclient.ConnectionClosedError):
-                        pass
+                try:
+                    while not stop.is_set():
+                        payload = b"%d:%d" % (t, i)
+                        i += 1
+                        start = time.monotonic()
+                        try:
+                            if requester.request("svc.echo", payload, timeout=timeout).data != payload:
+                                mismatched.append(payload)
+                            with lock:  # the first reply to a request made after the restart returned
+                                if away and len(away[-1]) == 2 and start >= away[-1][1]:
+                                    away[-1].append(time.monotonic())
+                            answered[restarts[0]] += 1
+                        except (jsclient.TimeoutError, jsclient.NoRespondersError,
+                                jsclient.ConnectionClosedError) as exc:
+                            failed.append((start, time.monotonic(), exc))
+                except BaseException as exc:  # recorded and failed below, not lost on a thread
+                    crashed.append(exc)
+                    raise
 
             workers = [threading.Thread(target=worker, args=(t,)) for t in range(threads_n)]
             for w in workers:
@@ -169,13 +191,25 @@ def test_requests_from_many_threads_across_two_restarts_never_mismatch() -> None
                 while answered[restarts[0]] < 100 and time.monotonic() < deadline:  # replies flow again
                     time.sleep(0.05)
                 if restarts[0] < 2:
+                    killed = time.monotonic()
                     server.restart()
+                    with lock:
+                        away.append([killed, time.monotonic()])
                     restarts[0] += 1
             stop.set()
             for w in workers:
                 w.join(30)
+            assert not any(w.is_alive() for w in workers) and not crashed, crashed
             assert not mismatched, mismatched[:5]
-            assert all(answered[r] > 0 for r in range(3)), answered  # answers before, between and after
+            assert all(answered[r] >= 100 for r in range(3)), answered  # answers before, between and after
+            assert all(len(w) == 3 for w in away), away  # replies came back after each restart
+            slack = 3.0  # a shared machine's scheduling
+            for start, end, exc in failed:
+                assert any(start <= back and end >= killed for killed, _, back in away), (
+                    f"a request failed in steady state: {exc!r}"
+                )
+                assert exc.outcome in (jsclient.RequestOutcome.NOT_DELIVERED, jsclient.RequestOutcome.UNKNOWN), exc
+                assert end - start <= timeout + slack, f"a request took {end - start:.2f}s of {timeout}s: {exc!r}"
         finally:
             responder.close()
             requester.close()

@@ -75,7 +75,7 @@ def test_the_callers_own_time_does_not_count(nc: jsclient.Connection, responders
     "kwargs, fragment",
     [
         ({"subject": "svc.*"}, "wildcard"),
-        ({"timeout": 0}, "timeout must be"),
+        ({"timeout": 0}, "timeout=0 does not wait"),
         ({"stall": -1}, "stall must be"),
         ({"max_messages": 0}, "max_messages must be an int >= 1"),
         ({"sentinel": "empty"}, "sentinel must be True"),

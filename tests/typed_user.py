@@ -101,3 +101,16 @@ if __name__ == "__main__":
     else:
         with NatsServer() as server:
             main(server.url)
+
+
+def keywords(url: str) -> None:
+    """connect() and Connection take Options' fields as typed keywords, so mypy checks each name and type."""
+    base = jsclient.Options(servers=(url,), name="typed-base", connect_timeout=5.0)
+    with jsclient.connect(options=base, name="typed-keywords", ping_interval=60.0, no_randomize=True) as nc:
+        assert nc.options.name == "typed-keywords" and nc.options.connect_timeout == 5.0
+    with jsclient.Connection(url, name="typed-connection", user_credentials=None, ws_headers={}) as conn:
+        assert conn.options.name == "typed-connection"
+
+
+if __name__ == "__main__" and len(sys.argv) > 1:
+    keywords(sys.argv[1])

@@ -31,6 +31,7 @@ from ..futures import ReplyKind
 from ..headers import HeadersInput
 from ..protocol import R, ReplyShape
 from ..scheduler import Scheduler
+from ..timeouts import DEFAULT, Timeout
 
 if TYPE_CHECKING:
     from ..message import Msg
@@ -152,7 +153,7 @@ class DeliveryPort(Protocol):
 
     def unsubscribe(self, max_messages: int | None = None) -> None: ...
 
-    def drain(self, timeout: float | None = None) -> None: ...
+    def drain(self, timeout: Timeout = DEFAULT) -> None: ...
 
-    def stop_receiving(self, timeout: float | None = None) -> None:
+    def stop_receiving(self, timeout: Timeout = DEFAULT) -> None:
         """Receive no more; what arrived before stays queued to be taken, then takes raise closed."""

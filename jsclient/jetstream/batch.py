@@ -25,6 +25,7 @@ from ..errors import BatchInterruptedError, InvalidArgumentError, JetStreamAPIEr
 from ..headers import BATCH_MEMBER_BLOCK, Headers, HeadersInput, encode, encode_lines
 from ..payload import as_bytes
 from ..protocol import check_publish_subject, hpub_frame
+from ..timeouts import DEFAULT, Timeout, answer_limit
 from . import api
 from .status import no_stream
 
@@ -198,12 +199,12 @@ def send_batch(
 
 
 def publish_batch(
-    js: JetStream, messages: Iterable[Any], *, timeout: float | None = None, batch_id: str | None = None
+    js: JetStream, messages: Iterable[Any], *, timeout: float, batch_id: str | None = None
 ) -> BatchAck:
     members = [member(entry, i) for i, entry in enumerate(messages)]
     if not members:
         raise InvalidArgumentError("publish_batch needs at least one message")
-    return send_batch(js, members, batch_id=batch_id or uuid.uuid4().hex, timeout=timeout or js.timeout)
+    return send_batch(js, members, batch_id=batch_id or uuid.uuid4().hex, timeout=timeout)
 
 
 class AtomicBatch:
@@ -213,9 +214,9 @@ class AtomicBatch:
     nothing) when the block raises.  One thread at a time.
     """
 
-    def __init__(self, js: JetStream, timeout: float | None = None) -> None:
+    def __init__(self, js: JetStream, timeout: Timeout = DEFAULT) -> None:
         self._js = js
-        self._timeout = timeout
+        self._timeout = answer_limit(timeout, js.timeout)
         self._members: list[Member] = []
         self.ack: BatchAck | None = None
 
@@ -239,7 +240,7 @@ class AtomicBatch:
         if not self._members:
             raise InvalidArgumentError("an atomic batch needs at least one message to commit")
         js = self._js
-        self.ack = send_batch(js, self._members, batch_id=uuid.uuid4().hex, timeout=self._timeout or js.timeout)
+        self.ack = send_batch(js, self._members, batch_id=uuid.uuid4().hex, timeout=self._timeout)
         return self.ack
 
     def __enter__(self) -> AtomicBatch:

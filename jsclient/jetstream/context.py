@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ..checks import seconds
 from ..deprecation import renamed_keywords
 from ..errors import JetStreamAPIError
 from ..headers import HeadersInput
 from ..protocol import check_publish_subject
+from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api, batch, fastbatch, features, msgopts
 from .admin import Admin
 from .api import (
@@ -66,18 +66,18 @@ class JetStream(Reads):
         *,
         prefix: str = "$JS.API",
         domain: str | None = None,
-        timeout: float = 5.0,
+        timeout: float | None = 5.0,
         publish_async_max_pending: int = 4000,
     ) -> None:
         if domain is not None:
             api.check_name("domain", domain)
             prefix = f"$JS.{domain}.API"
         check_publish_subject(prefix, "JetStream API prefix")
-        seconds("timeout", timeout)
+        #: The wait of every call that takes no ``timeout`` or leaves it out (``NO_LIMIT`` for None).
+        self.timeout = answer_limit(timeout)
         self.conn = conn
         self.prefix = prefix
         self.domain = domain
-        self.timeout = float(timeout)
         #: (stream, subject) -> how to read its last message, once checked (see direct.read_last; a cache:
         #: losing it costs a check).
         self.last_requests: dict[tuple[str, str], LastRequest[StoredMessage]] = {}
@@ -277,8 +277,8 @@ class JetStream(Reads):
     def update_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> ConsumerInfo:
         return self.add_consumer(stream, config, action="update", **fields)
 
-    def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> ConsumerInfo:
-        return self._admin.consumer_info(stream, consumer, timeout)
+    def consumer_info(self, stream: str, consumer: str, timeout: Timeout = DEFAULT) -> ConsumerInfo:
+        return self._admin.consumer_info(stream, consumer, answer_limit(timeout, self.timeout))
 
     def delete_consumer(self, stream: str, consumer: str) -> bool:
         return self._admin.delete_consumer(stream, consumer)
@@ -388,7 +388,7 @@ class JetStream(Reads):
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None, expected_last_msg_id: str | None = None,
         headers: HeadersInput | None = None,
-        timeout: float | None = None,
+        timeout: Timeout = DEFAULT,
         ttl: msgopts.TTL | None = None,
         schedule: msgopts.Schedule | None = None, schedule_target: str | None = None,
         schedule_source: str | None = None, schedule_ttl: msgopts.TTL | None = None,
@@ -406,7 +406,7 @@ class JetStream(Reads):
         options = publish_options(msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                   expected_last_msg_id, ttl, schedule, schedule_target, schedule_source,
                                   schedule_ttl, schedule_time_zone)
-        return self._publisher.publish(subject, payload, options, headers, timeout)
+        return self._publisher.publish(subject, payload, options, headers, answer_limit(timeout, self.timeout))
 
     def publish_async(
         self,
@@ -417,7 +417,7 @@ class JetStream(Reads):
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None, expected_last_msg_id: str | None = None,
         headers: HeadersInput | None = None,
-        timeout: float | None = None,
+        timeout: Timeout = DEFAULT,
         retry_on_no_responders: int = 0,
         ttl: msgopts.TTL | None = None,
         schedule: msgopts.Schedule | None = None, schedule_target: str | None = None,
@@ -437,19 +437,23 @@ class JetStream(Reads):
         options = publish_options(msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                   expected_last_msg_id, ttl, schedule, schedule_target, schedule_source,
                                   schedule_ttl, schedule_time_zone)
-        return self._publisher.publish_async(subject, payload, options, headers, timeout, retry_on_no_responders)
+        wait = answer_limit(timeout, self.timeout)
+        return self._publisher.publish_async(subject, payload, options, headers, wait, retry_on_no_responders)
 
     @property
     def publish_async_pending(self) -> int:
         return self._publisher.pending
 
-    def publish_async_completed(self, timeout: float = 10.0) -> None:
-        """Wait until every publish_async future (of this process) has resolved."""
-        self._publisher.completed(timeout)
+    def publish_async_completed(self, timeout: float | None = 10.0) -> None:
+        """Wait until every publish_async future (of this process) has resolved.
+
+        ``timeout=None`` waits with no limit; ``0`` only checks that none is pending.
+        """
+        self._publisher.completed(take_limit(timeout))
 
     # -- batches (ADR-50) ------------------------------------------------------------
     def publish_batch(
-        self, messages: Iterable[Any], *, timeout: float | None = None, batch_id: str | None = None
+        self, messages: Iterable[Any], *, timeout: Timeout = DEFAULT, batch_id: str | None = None
     ) -> BatchAck:
         """Publish up to 1,000 messages as one atomic batch (ADR-50): all are stored, or none.
 
@@ -457,9 +461,10 @@ class JetStream(Reads):
         subject, data, headers, msg_id; every one is checked before anything
         is sent.  The stream needs ``allow_atomic=True`` (server 2.12+).
         """
+        wait = answer_limit(timeout, self.timeout)
         # An older server ignores the batch headers and stores every message on its own: not atomic.
         self.require(features.ATOMIC_BATCH)
-        return batch.publish_batch(self, messages, timeout=timeout, batch_id=batch_id)
+        return batch.publish_batch(self, messages, timeout=wait, batch_id=batch_id)
 
     def publish_stream(
         self,
@@ -468,7 +473,7 @@ class JetStream(Reads):
         gaps: str = "fail",
         flow: int = fastbatch.DEFAULT_FLOW,
         outstanding_acks: int = 2,
-        timeout: float | None = None,
+        timeout: Timeout = DEFAULT,
     ) -> fastbatch.FastBatchAck:
         """Publish any number of messages as one fast-ingest batch (ADR-50, server 2.14+).
 
@@ -483,13 +488,15 @@ class JetStream(Reads):
         the server.
         """
         return fastbatch.publish_stream(
-            self, messages, gaps=gaps, flow=flow, outstanding_acks=outstanding_acks, timeout=timeout
+            self, messages, gaps=gaps, flow=flow, outstanding_acks=outstanding_acks,
+            timeout=answer_limit(timeout, self.timeout),
         )
 
-    def atomic_batch(self, timeout: float | None = None) -> AtomicBatch:
+    def atomic_batch(self, timeout: Timeout = DEFAULT) -> AtomicBatch:
         """``with js.atomic_batch() as b: b.add(subject, data)``: commits on exit, sends nothing on an error."""
+        batch = AtomicBatch(self, timeout)
         self.require(features.ATOMIC_BATCH)
-        return AtomicBatch(self, timeout)
+        return batch
 
 
 __all__ = ["PUBLISH_RETRY", "JetStream", "JetStreamAPIError"]

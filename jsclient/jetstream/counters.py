@@ -29,7 +29,7 @@ class Counters:
     def __init__(self, js: JetStream) -> None:
         self._js = js
 
-    def add(self, subject: str, delta: int, timeout: float | None) -> int:
+    def add(self, subject: str, delta: int, timeout: float) -> int:
         check_publish_subject(subject)
         headers = {msgopts.INCR_HEADER: msgopts.increment_value(delta)}
         self._js.require(features.COUNTERS)
@@ -38,7 +38,7 @@ class Counters:
             raise JetStreamAPIError(0, 0, f"stream {ack.stream!r} acked an add to {subject!r} without a total")
         return int(ack.val)
 
-    def get(self, stream: str, subject: str, timeout: float | None) -> int:
+    def get(self, stream: str, subject: str, timeout: float) -> int:
         check_publish_subject(subject)
         self._js.require(features.COUNTERS)
         try:
@@ -47,7 +47,7 @@ class Counters:
             data = self._js.get_msg(stream, last_by_subj=subject).data
         return api.decode_counter(data, subject)
 
-    def get_many(self, stream: str, subjects: list[str], timeout: float | None) -> dict[str, int]:
+    def get_many(self, stream: str, subjects: list[str], timeout: float) -> dict[str, int]:
         js = self._js
         js.require(features.COUNTERS)  # before the multi-subject get, which a 2.10 server refuses otherwise
         try:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple
 
-from ..checks import check_timeout, whole
+from ..checks import whole
 from ..errors import (
     DirectGetDisabledError,
     FeatureNotSupportedError,
@@ -256,7 +256,7 @@ def direct_get(
     last_by_subj: str | None = None,
     next_by_subj: str | None = None,
     start_time: dt.datetime | None = None,
-    timeout: float | None = None,
+    timeout: float,
 ) -> StoredMessage:
     """A get by request body (``last_by_subj`` alone takes :func:`read_last`)."""
     api.check_name("stream", stream)
@@ -279,7 +279,7 @@ def direct_get(
     return read_direct(js, stream, f"{js.prefix}.DIRECT.GET.{stream}", api.encode(body), timeout)
 
 
-def read_last(js: JetStream, stream: str, subject: str, timeout: float | None) -> StoredMessage:
+def read_last(js: JetStream, stream: str, subject: str, timeout: float) -> StoredMessage:
     """The last message on ``subject``: its request subject checked once, then remembered.
 
     The hot path of ``direct_get(last_by_subj=...)``: a message stored without
@@ -297,10 +297,6 @@ def read_last(js: JetStream, stream: str, subject: str, timeout: float | None) -
             (stream, subject),
             LastRequest(f"{js.prefix}.DIRECT.GET.{stream}.{subject}", head, last_shape(stream, subject, head)),
         )
-    if timeout:
-        check_timeout(timeout)
-    else:
-        timeout = js.timeout
     try:
         reply = js.conn.core.request(known.request, b"", timeout, None, known.shape)
     except NoRespondersError:
@@ -323,10 +319,10 @@ def last_shape(stream: str, subject: str, head: bytes) -> ReplyShape[StoredMessa
     return ReplyShape(DELIVERY_REPLY, read, headers=True, repeats=True)  # a new StoredMessage each time: mutable
 
 
-def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float | None) -> StoredMessage:
+def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float) -> StoredMessage:
     """One direct get, its request already checked: the message, or the error its status means."""
     try:
-        reply = js.conn.request(subject, payload, timeout or js.timeout)
+        reply = js.conn.request(subject, payload, timeout)
     except NoRespondersError:
         raise no_direct(js, stream) from None
     return stored_reply(reply, stream)
@@ -514,7 +510,7 @@ def eob_counts(header: bytes) -> tuple[int, int]:
     return int(headers.get("Nats-Num-Pending", "0")), int(headers.get("Nats-Last-Sequence") or 0)
 
 
-def count_matching(js: JetStream, stream: str, subject: str, seq: int, timeout: float | None = None) -> int | None:
+def count_matching(js: JetStream, stream: str, subject: str, seq: int) -> int | None:
     """How many stored messages from ``seq`` on match ``subject`` (0 when none; allow_direct streams).
 
     One batch of one message: that message and the count its end (204 EOB)
@@ -526,7 +522,7 @@ def count_matching(js: JetStream, stream: str, subject: str, seq: int, timeout: 
     if not features.supports(js.conn.server_info, features.BATCHED_DIRECT_GET):
         return None
     body = {"batch": 1, "seq": whole("seq", seq), "next_by_subj": subject}
-    reading = DirectBatch(js, stream, body, asking=Asking.BATCH, timeout=timeout or js.timeout)
+    reading = DirectBatch(js, stream, body, asking=Asking.BATCH, timeout=js.timeout)
     got = sum(1 for _ in reading)
     return None if reading.num_pending is None else got + reading.num_pending
 
@@ -540,7 +536,7 @@ def direct_get_batch(
     seq: int | None = None,
     start_time: dt.datetime | None = None,
     max_bytes: int | None = None,
-    timeout: float | None = None,
+    timeout: float,
 ) -> DirectBatch:
     """Up to ``batch`` messages matching ``subject``; one get at a time on a server before 2.11."""
     api.check_name("stream", stream)
@@ -555,7 +551,7 @@ def direct_get_batch(
         body["seq"] = 1 if seq is None else whole("seq", seq)
     if max_bytes is not None:
         body["max_bytes"] = whole("max_bytes", max_bytes)
-    return DirectBatch(js, stream, body, asking=Asking.BATCH, timeout=timeout or js.timeout)
+    return DirectBatch(js, stream, body, asking=Asking.BATCH, timeout=timeout)
 
 
 def direct_get_last_for_subjects(
@@ -566,7 +562,7 @@ def direct_get_last_for_subjects(
     up_to_seq: int | None = None,
     up_to_time: dt.datetime | None = None,
     batch: int | None = None,
-    timeout: float | None = None,
+    timeout: float,
 ) -> DirectBatch:
     """The last message of each subject (server 2.11+: refused before sending on an older one)."""
     api.check_name("stream", stream)
@@ -587,4 +583,4 @@ def direct_get_last_for_subjects(
     if batch is not None:
         body["batch"] = whole("batch", batch)
     js.require(features.MULTI_LAST_DIRECT_GET)  # a 2.10 server answers 408 Empty Request
-    return DirectBatch(js, stream, body, asking=Asking.MULTI_LAST, timeout=timeout or js.timeout)
+    return DirectBatch(js, stream, body, asking=Asking.MULTI_LAST, timeout=timeout)

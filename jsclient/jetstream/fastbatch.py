@@ -214,7 +214,7 @@ def publish_stream(
     gaps: str = "fail",
     flow: int = DEFAULT_FLOW,
     outstanding_acks: int = 2,
-    timeout: float | None = None,
+    timeout: float,
 ) -> FastBatchAck:
     """Publish ``messages`` as one fast-ingest batch; see :meth:`JetStream.publish_stream`."""
     _check_options(gaps, flow, outstanding_acks)
@@ -228,7 +228,7 @@ def publish_stream(
         member(first, 0)  # a bad first entry is named before the control channel's SUB goes out
     except InvalidArgumentError as exc:
         raise _named(exc, 0) from None
-    pub = _Publisher(js, gaps, flow, outstanding_acks, timeout or js.timeout)
+    pub = _Publisher(js, gaps, flow, outstanding_acks, timeout)
     try:
         return _run(pub, first, entries)
     finally:

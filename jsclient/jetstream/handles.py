@@ -32,6 +32,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..message import Msg
+from ..timeouts import answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StoredMsg, StreamInfo
 from .manager import StrictOrder
@@ -169,14 +170,14 @@ class Consumer:
 
     @renamed_keywords(batch="max_messages", max_wait="timeout")
     def fetch(
-        self, max_messages: int = 1, *, timeout: float = 5.0, max_bytes: int | None = None,
+        self, max_messages: int = 1, *, timeout: float | None = 5.0, max_bytes: int | None = None,
         heartbeat: float | None = None,
     ) -> list[Msg]:
         """Up to ``max_messages`` messages: what came by ``timeout`` ([] only when nothing did).
 
         ADR-37 calls this wait ``max_wait``; here it is the call's ``timeout``, as everywhere.
         """
-        return _fetch_once(self._js, self.stream, self.name, max_messages, timeout, max_bytes, heartbeat)
+        return _fetch_once(self._js, self.stream, self.name, max_messages, answer_limit(timeout), max_bytes, heartbeat)
 
     @renamed_keywords(batch="max_messages")
     def fetch_no_wait(self, max_messages: int = 1, *, max_bytes: int | None = None) -> list[Msg]:
@@ -185,7 +186,7 @@ class Consumer:
             self._js, self.stream, self.name, max_messages, self._js.timeout, max_bytes, None, no_wait=True
         )
 
-    def next_msg(self, timeout: float = 5.0) -> Msg:
+    def next_msg(self, timeout: float | None = 5.0) -> Msg:
         """One message (TimeoutError when none comes by ``timeout``)."""
         got = self.fetch(1, timeout=timeout)
         if not got:
@@ -320,20 +321,22 @@ class ConsumeContext:
         return not self._thread.is_alive()
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        """Stop now and wait (up to ``timeout``) for the callback running, if any, to return."""
+        """Stop now and wait (up to ``timeout``; None: no limit) for the callback running, if any, to return."""
+        timeout = take_limit(timeout)
         self._messages.stop()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     def drain(self, timeout: float | None = 30.0) -> None:
-        """Pull no more; run the callback for what already arrived, then stop."""
+        """Pull no more; run the callback for what already arrived, then stop (``timeout``: as :meth:`stop`)."""
+        timeout = take_limit(timeout)
         self._messages.drain()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Until consumption ends (by stop, drain or an error); whether it has."""
-        self._thread.join(timeout)
+        """Until consumption ends (by stop, drain or an error); whether it has.  ``0`` only looks."""
+        self._thread.join(take_limit(timeout))
         return not self._thread.is_alive()
 
     def __enter__(self) -> ConsumeContext:
@@ -415,10 +418,11 @@ class OrderedConsumer:
         return not self._order.sequenced(msg.reply)
 
     @renamed_keywords(batch="max_messages", max_wait="timeout")
-    def fetch(self, max_messages: int = 1, *, timeout: float = 5.0) -> list[Msg]:
+    def fetch(self, max_messages: int = 1, *, timeout: float | None = 5.0) -> list[Msg]:
         """Up to ``max_messages`` messages in order: what came by ``timeout``."""
+        wait = answer_limit(timeout)
         try:
-            got = _fetch_once(self._js, self.stream, self._current(), max_messages, timeout, None, None)
+            got = _fetch_once(self._js, self.stream, self._current(), max_messages, wait, None, None)
         except (ConsumerNotFoundError, JetStreamStatusError):  # deleted, or gone: the next call starts another
             self._reset()
             return []
@@ -429,7 +433,7 @@ class OrderedConsumer:
             out.append(msg)
         return out
 
-    def next_msg(self, timeout: float = 5.0) -> Msg:
+    def next_msg(self, timeout: float | None = 5.0) -> Msg:
         """One message, in order (TimeoutError when none comes by ``timeout``)."""
         got = self.fetch(1, timeout=timeout)
         if not got:

@@ -39,6 +39,7 @@ from ..errors import (
 from ..headers import Headers, delivery_head, status_of
 from ..message import Msg
 from ..protocol import ReplyShape, remember
+from ..timeouts import take_limit
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
 from .direct import (
@@ -431,7 +432,11 @@ class KeyWatcher(Watch[KeyValueEntry]):
         self._marker_sent = False
 
     def next(self, timeout: float | None = 1.0) -> KeyValueEntry | None:
-        """The next entry; ``None`` exactly once, after the initial values.  TimeoutError if none comes."""
+        """The next entry; ``None`` exactly once, after the initial values.  TimeoutError if none comes.
+
+        ``timeout``: None waits with no limit, 0 takes only what already arrived.
+        """
+        timeout = take_limit(timeout)
         if self._initial_done and not self._marker_sent:
             self._marker_sent = True
             return None

@@ -54,6 +54,7 @@ from ..errors import (
     ObjectStoreNotFoundError,
     StreamNotFoundError,
 )
+from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import ConsumerConfig, DeliverPolicy, PubAck, StreamConfig
 from .kv import check_bucket
@@ -197,12 +198,12 @@ class ObjectStore:
         return ObjectWatcher(self, self._js, policy, ignore_deletes=ignore_deletes)
 
     # -- reading objects ------------------------------------------------------------------
-    def get(self, name: str, *, timeout: float | None = None) -> ObjectReader:
+    def get(self, name: str, *, timeout: Timeout = DEFAULT) -> ObjectReader:
         """A readable file object over the object's bytes, fetched as read; the digest is checked at the end.
 
         A link to an object is followed; a link to a bucket is an error.
         """
-        wait = self._js.timeout if timeout is None else seconds("timeout", timeout)
+        wait = answer_limit(timeout, self._js.timeout)
         info = self.info(name)
         if info.link is not None:
             if info.link.name is None:
@@ -210,11 +211,11 @@ class ObjectStore:
             return self._js.object_store(info.link.bucket).get(info.link.name, timeout=wait)
         return ObjectReader(self._js, self.stream, self._chunk_subject(info.nuid), info, wait)
 
-    def get_bytes(self, name: str, *, timeout: float | None = None) -> bytes:
+    def get_bytes(self, name: str, *, timeout: Timeout = DEFAULT) -> bytes:
         with self.get(name, timeout=timeout) as reader:
             return reader.readall()
 
-    def get_file(self, name: str, path: str | os.PathLike[str], *, timeout: float | None = None) -> ObjectInfo:
+    def get_file(self, name: str, path: str | os.PathLike[str], *, timeout: Timeout = DEFAULT) -> ObjectInfo:
         """Write the object to ``path``, through a temporary file: a failed or corrupt read leaves no file."""
         target = Path(path)
         partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
@@ -239,7 +240,7 @@ class ObjectStore:
         headers: HeadersArg | None = None,
         metadata: Mapping[str, str] | None = None,
         chunk_size: int | None = None,
-        timeout: float | None = None,
+        timeout: Timeout = DEFAULT,
         meta: ObjectMeta | None = None,
     ) -> ObjectInfo:
         """Store ``data`` (bytes, a binary file object, or a ``pathlib.Path``) as ``name``, in chunks.
@@ -262,7 +263,7 @@ class ObjectStore:
             raise InvalidArgumentError(f"description must be a str, not {description!r}")
         hdrs, tags = check_headers(headers), check_metadata(metadata)
         size = DEFAULT_CHUNK_SIZE if chunk_size is None else whole("chunk_size", chunk_size, 1)
-        wait = self._js.timeout if timeout is None else seconds("timeout", timeout)
+        wait = answer_limit(timeout, self._js.timeout)
         if isinstance(data, str):
             raise InvalidArgumentError("put takes bytes, a binary file object or a pathlib.Path, not a str "
                                        "(encode text; wrap a path in pathlib.Path)")
@@ -491,7 +492,11 @@ class ObjectWatcher(Watch[ObjectInfo]):
         self._marker_sent = False
 
     def next(self, timeout: float | None = 1.0) -> ObjectInfo | None:
-        """The next description; ``None`` exactly once, after the current ones.  TimeoutError if none comes."""
+        """The next description; ``None`` exactly once, after the current ones.  TimeoutError if none comes.
+
+        ``timeout``: None waits with no limit, 0 takes only what already arrived.
+        """
+        timeout = take_limit(timeout)
         while True:
             if self._initial_done and not self._marker_sent:
                 self._marker_sent = True

@@ -52,6 +52,7 @@ from ..errors import (
 from ..message import ACK_DISABLED, Msg
 from ..protocol import check_subscribe_subject
 from ..subscription import until_closed
+from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
 from .bind import Bound, stream_of
@@ -242,8 +243,10 @@ class OrderedSubscription(Bound):
 
     # -- taking thread ------------------------------------------------------------------
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        """The next message in stream order; ``timeout`` as for any subscription (None: no limit; 0: queued)."""
         if self._cb is not None and threading.current_thread() is not self._thread:
             raise Error("next_msg cannot be used on a subscription with a callback")
+        timeout = take_limit(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if self._closed:
@@ -367,12 +370,13 @@ class OrderedSubscription(Bound):
         if thread is not None and thread is not threading.current_thread():
             thread.join(5)
 
-    def drain(self, timeout: float | None = None) -> None:
+    def drain(self, timeout: Timeout = DEFAULT) -> None:
         """Receive no more, wait until what already arrived is taken (``next_msg`` or the callback), then end.
 
         No consumer is recreated from here on: a gap found while draining
         ends the subscription after the messages before it.
         """
+        timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         with self._lock:
             self._draining = True
         channel = self._channel

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ..backoff import Backoff
-from ..checks import check_timeout, seconds, whole
+from ..checks import whole
 from ..core import fork
 from ..errors import Error, InvalidArgumentError, NoRespondersError, NoStreamResponseError, TimeoutError
 from ..futures import ReplyKind
@@ -181,14 +181,11 @@ class Publisher:
 
     def publish(
         self, subject: str, payload: bytes, options: PublishOptions, headers: HeadersInput | None,
-        timeout: float | None,
+        wait: float,
     ) -> PubAck:
-        """:meth:`JetStream.publish <jsclient.jetstream.context.JetStream.publish>`."""
+        """:meth:`JetStream.publish <jsclient.jetstream.context.JetStream.publish>`, its ``timeout`` resolved."""
         hdrs = headers if options is NO_OPTIONS else options.headers(subject, headers, self._js.require)
-        if timeout:
-            check_timeout(timeout)
         js = self._js
-        wait = timeout or js.timeout
         try:
             reply = js.conn.core.request(subject, payload, wait, hdrs, api.PUB_ACK_REPLY)
         except NoRespondersError:
@@ -200,12 +197,12 @@ class Publisher:
 
     def publish_async(
         self, subject: str, payload: bytes, options: PublishOptions, headers: HeadersInput | None,
-        timeout: float | None, retry_on_no_responders: int,
+        wait: float, retry_on_no_responders: int,
     ) -> Future[PubAck]:
-        """:meth:`JetStream.publish_async <jsclient.jetstream.context.JetStream.publish_async>`."""
+        """:meth:`JetStream.publish_async <jsclient.jetstream.context.JetStream.publish_async>`, its ``timeout``
+        resolved."""
         hdrs = headers if options is NO_OPTIONS else options.headers(subject, headers, self._js.require)
         js = self._js
-        wait = js.timeout if timeout is None else seconds("timeout", timeout)
         retries = (  # whole() only when the common plain int would not pass: it costs a call per message
             retry_on_no_responders
             if type(retry_on_no_responders) is int and retry_on_no_responders >= 0
@@ -292,7 +289,7 @@ class Publisher:
         """Async publishes not settled yet."""
         return self._window.pending
 
-    def completed(self, timeout: float) -> None:
+    def completed(self, timeout: float | None) -> None:
         """:meth:`JetStream.publish_async_completed <jsclient.jetstream.context.JetStream.publish_async_completed>`."""
         self._js.conn.core.send_pending()
         window = self._window

@@ -54,6 +54,7 @@ from ..errors import (
 )
 from ..message import Msg
 from ..protocol import check_subscribe_subject
+from ..timeouts import DEFAULT, Timeout, answer_limit
 from . import api, features
 from .api import AckPolicy, ConsumerConfig, PriorityPolicy
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
@@ -230,7 +231,7 @@ class PullSubscription(Bound):
     def fetch(
         self,
         max_messages: int = 1,
-        timeout: float = 5.0,
+        timeout: float | None = 5.0,
         max_bytes: int | None = None,
         heartbeat: float | None = None,
         *,
@@ -240,7 +241,7 @@ class PullSubscription(Bound):
 
         ``no_wait``: only what the consumer has now, without waiting for more.
         """
-        timeout, heartbeat = _check_pull(max_messages, "timeout", timeout, max_bytes, heartbeat)
+        timeout, heartbeat = _check_pull(max_messages, "timeout", answer_limit(timeout), max_bytes, heartbeat)
         inbox = self._inbox
         deadline = time.monotonic() + timeout
         out = inbox.take_ready(max_messages)
@@ -375,7 +376,7 @@ class PullSubscription(Bound):
         self._inbox.port.unsubscribe()
         self._delete_created()
 
-    def drain(self, timeout: float | None = None) -> None:
+    def drain(self, timeout: Timeout = DEFAULT) -> None:
         """Ask for no more: what already arrived is still handed out by ``fetch`` (and iteration), then they
         raise :class:`~jsclient.SubscriptionClosedError`.
 
@@ -384,6 +385,7 @@ class PullSubscription(Bound):
         after ``ack_wait``.  A consumer this subscription created is deleted
         once the last message is handed out (or on :meth:`unsubscribe`).
         """
+        timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         self._conn.core.remove_reconnect_hook(self._hook_key)
         self._inbox.port.stop_receiving(timeout)
         if not self._inbox.port.pending_msgs:

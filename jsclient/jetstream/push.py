@@ -34,6 +34,7 @@ from ..errors import (
 from ..message import ACK_DISABLED, Msg
 from ..protocol import check_queue_name, check_subscribe_subject
 from ..subscription import until_closed
+from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
@@ -127,10 +128,13 @@ class PushSubscription(Bound):
         return channel
 
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
-        """The next user message; statuses are handled on the way (ADR-15)."""
+        """The next user message; statuses are handled on the way (ADR-15).
+
+        ``timeout``: None waits with no limit, 0 takes only a message already queued.
+        """
         if self._user_cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
-        got = self._channel().take(timeout)
+        got = self._channel().take(take_limit(timeout))
         if isinstance(got, Msg):
             if self._ack_none:
                 got.ack_state = ACK_DISABLED
@@ -197,8 +201,9 @@ class PushSubscription(Bound):
             sub.unsubscribe()
         self._delete_consumer(raise_errors=True)
 
-    def drain(self, timeout: float | None = None) -> None:
+    def drain(self, timeout: Timeout = DEFAULT) -> None:
         """Deliver what is queued, then delete a library-made consumer (failure -> error callback)."""
+        timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         sub = self._sub
         self._mm.unwatch()
         if sub is not None:
