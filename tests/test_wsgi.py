@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import http.client
 import importlib
+import json
 import threading
+import urllib.request
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from waitress.server import create_server
@@ -31,10 +35,21 @@ def wsgi_url(server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
 
 
 def test_shared_connection_across_request_threads(server: NatsServer, wsgi_url: tuple[str, int]) -> None:
+    """8 HTTP clients x 500 requests through waitress's 8 threads: every answer right, all on one connection."""
+    connections_before = connz(server)["total"]
     with jsclient.connect(server.url) as responder:
-        responder.subscribe("svc.echo", callback=lambda m: m.respond(b"echo:" + m.data))
+        handled = Counter[bytes]()
+        lock = threading.Lock()
+
+        def echo(m: jsclient.Msg) -> None:
+            with lock:
+                handled[m.data] += 1
+            m.respond(b"echo:" + m.data)
+
+        responder.subscribe("svc.echo", callback=echo)
         responder.flush()
         failures: list[str] = []
+        answered = Counter[int]()
 
         def client(c: int) -> None:
             conn = http.client.HTTPConnection(*wsgi_url, timeout=30)
@@ -46,6 +61,10 @@ def test_shared_connection_across_request_threads(server: NatsServer, wsgi_url: 
                     data = resp.read()
                     if resp.status != 200 or data != b"echo:" + body:
                         failures.append(f"{resp.status} {data[:60]!r}")
+                    else:
+                        answered[c] += 1
+            except Exception as exc:  # noqa: BLE001 - recorded: a broken client cannot pass as one that sent nothing
+                failures.append(repr(exc))
             finally:
                 conn.close()
 
@@ -54,4 +73,16 @@ def test_shared_connection_across_request_threads(server: NatsServer, wsgi_url: 
             th.start()
         for th in threads:
             th.join(120)
+        assert not any(th.is_alive() for th in threads), "a client is still waiting"
         assert not failures, failures[:5]
+        assert answered == {c: 500 for c in range(8)}
+        assert len(handled) == 4000 and set(handled.values()) == {1}  # each request reached the service once
+    conns = [c for c in connz(server)["connections"] if c.get("name") == "wsgi-example"]
+    assert len(conns) == 1 and conns[0]["out_msgs"] >= 4000, conns  # the app's one shared connection
+    assert connz(server)["total"] - connections_before == 1  # plus the responder's, closed by now
+
+
+def connz(server: NatsServer) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.monitor_port}/connz", timeout=5) as reply:
+        data: dict[str, Any] = json.load(reply)
+    return data
