@@ -27,6 +27,7 @@ import functools
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -312,8 +313,15 @@ def test_nemesis_schedule(tmp_path: Path) -> None:
     outcome = run(plan, schedule, tmp_path)
     print("\n".join(outcome.timeline))
     print(outcome.table(plan))
-    print(f"histories and stream logs: {tmp_path}")
     found = {checker: problems for checker, problems in outcome.problems.items() if problems}
+    kept = tmp_path
+    if found:  # pytest rotates its tmp dirs: a failing run's histories are copied where the next runs leave them
+        kept = ROOT / "build" / "nemesis" / f"seed-{plan.seed}-{time.strftime('%Y%m%dT%H%M%S')}"
+        shutil.copytree(tmp_path, kept)
+        (kept / "report.txt").write_text("\n".join([*outcome.timeline, outcome.table(plan)]) + "\n")
+    print(f"histories and stream logs: {kept}")
     shown = "\n".join(f"{checker}: " + "\n  ".join(problems[:5]) for checker, problems in found.items())
-    assert not found, f"seed {plan.seed} (replay: {plan.replay})\n{shown}\n\n{outcome.table(plan)}"
+    assert not found, f"seed {plan.seed} (replay: {plan.replay}; histories kept in {kept})\n{shown}\n\n" + (
+        outcome.table(plan)
+    )
 
