@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -111,6 +112,8 @@ def test_a_field_this_version_does_not_know_goes_back_unchanged() -> None:
         (ConsumerConfig, {"priority_groups": ["g"]}, "priority_groups need a priority_policy"),
         (ConsumerConfig, {"priority_groups": ["g" * 17], "priority_policy": "overflow"}, "priority group 'ggggg"),
         (ConsumerConfig, {"priority_groups": ["a b"], "priority_policy": "overflow"}, "priority group 'a b'"),
+        (ConsumerConfig, {"priority_groups": ["a+b"], "priority_policy": "overflow"}, "priority group 'a+b'"),
+        (ConsumerConfig, {"priority_groups": ["a)"], "priority_policy": "overflow"}, "priority group 'a)'"),
         (ConsumerConfig, {"priority_policy": "first"}, "priority_policy must be one of"),
         (ConsumerConfig, {"priority_groups": ["g"], "priority_policy": "overflow", "priority_timeout": 5},
          "priority_timeout needs priority_policy pinned_client"),
@@ -122,7 +125,7 @@ def test_bad_new_fields_are_named_before_sending(
     js: jsclient.JetStream, kind: type, fields: dict[str, object], fragment: str
 ) -> None:
     sent = js.conn.stats()["out_msgs"]
-    with pytest.raises(jsclient.InvalidArgumentError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(jsclient.InvalidArgumentError, match=re.escape(fragment)):
         if kind is StreamConfig:
             js.add_stream(**fields)
         else:

@@ -92,7 +92,7 @@ _STREAM_FLAGS = (
 #: The server's minimum for a per-message TTL and for subject_delete_marker_ttl (ADR-43).
 MIN_MESSAGE_TTL = 1.0
 #: ADR-42: a priority group's name.
-_GROUP_NAME = re.compile(r"[A-Za-z0-9\-_/=)+]{1,16}")
+_GROUP_NAME = re.compile(r"[A-Za-z0-9\-_/=]{1,16}")  # ADR-42: ADR-6's limited-term, at most 16
 
 
 def validate_stream_config(config: StreamConfig) -> StreamConfig:
@@ -195,11 +195,9 @@ def _check_priority(config: ConsumerConfig) -> None:
 
 
 def check_group(group: Any) -> str:
-    """A priority group name: 1 to 16 of A-Z a-z 0-9 - _ / = ) +."""
+    """A priority group name: 1 to 16 of A-Z a-z 0-9 - _ / =."""
     if not isinstance(group, str) or _GROUP_NAME.fullmatch(group) is None:
-        raise InvalidArgumentError(
-            f"priority group {group!r} must be 1 to 16 characters of A-Z, a-z, 0-9 and -_/=)+"
-        )
+        raise InvalidArgumentError(f"priority group {group!r} must be 1 to 16 characters of A-Z, a-z, 0-9 and -_/=")
     return group
 
 
