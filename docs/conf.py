@@ -40,7 +40,11 @@ release = jsclient.__version__
 version = ".".join(release.split(".")[:2])
 
 # matplotlib's plot directive draws the guides' figures (``.. plot::``) at build time.
-extensions = ["sphinx.ext.autodoc", "matplotlib.sphinxext.plot_directive"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "matplotlib.sphinxext.plot_directive"]
+# Docstrings are Google style (Args, Returns, Raises, Attributes; tests/test_docstrings.py checks them).
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
 plot_formats = [("png", 100)]
 plot_html_show_formats = False
 plot_html_show_source_link = False
@@ -310,7 +314,22 @@ def _parseable_defaults(
     return None
 
 
+# A builtin's name in a signature or a type field (``data: bytes``) names the builtin.  Left to the python
+# domain, its fuzzy search would link it to any documented attribute of that name (``StreamState.bytes``,
+# ``KeyValueStatus.bytes``), or warn when there are several: it is plain text, as the builtin resolver
+# would make it.
+def _builtins_stay_plain(app: Any, doctree: Any) -> None:
+    from sphinx import addnodes
+
+    for node in list(doctree.findall(addnodes.pending_xref)):
+        if node.get("refdomain") == "py" and node.get("reftype") in ("class", "obj") and (
+            node.get("reftarget") in dir(builtins)
+        ):
+            node.replace_self(node.children)
+
+
 def setup(app: Any) -> None:
+    app.connect("doctree-read", _builtins_stay_plain)
     app.connect("missing-reference", _resolve_alias)
     app.connect("autodoc-skip-member", _skip_top_level_twice)
     app.connect("autodoc-process-docstring", _no_foreign_docstrings)

@@ -114,14 +114,52 @@ def connect(
     cannot hold because it pickles (callbacks, an ``ssl.SSLContext``, callable credentials).
 
     A keyword not given keeps the value of ``options=`` (else Options' default), so keywords beside
-    ``options=`` override its fields.  Written out, not ``**kwargs``, so that type checkers and IDEs know
-    every name and type.
+    ``options=`` override its fields; each field is described under :class:`jsclient.Options`.  Written
+    out, not ``**kwargs``, so that type checkers and IDEs know every name and type.
 
     ``error_cb``, ``closed_cb``, ``disconnected_cb`` and ``reconnected_cb`` run on the connection's
     events thread.  ``tls_context`` is used for TLS.  ``user_credentials`` and ``nkey_seed`` may also be
     callables, and ``user_jwt_cb`` with ``signature_cb`` sign the server's nonce: each is called again at
     every reconnect, so a rotated secret is picked up.  ``server_selector(pool, lost_url)`` picks the
     server each reconnect round tries first (it runs on the reconnect thread, which waits for it).
+
+    Args:
+        servers: A URL or a list of URLs (``nats://``, ``tls://``, ``ws://`` or ``wss://``, not mixing
+            WebSocket and the others; a bare ``host:port`` is ``nats://``); a URL may carry ``user:password@``
+            or ``token@``.  Left out, those of ``options``, else ``nats://127.0.0.1:4222``.
+        options: An :class:`jsclient.Options` to start from; the keywords given beside it replace its fields.
+        error_cb: Called with each error met on the connection's own threads, which no call raises to you (a
+            server ``-ERR``, a lost link, a slow consumer, an exception in a subscription callback).  Without
+            one they are logged as warnings on the ``jsclient`` logger.
+        closed_cb: Called once the connection is closed, whatever closed it.
+        disconnected_cb: Called when the link is lost and reconnecting begins.
+        reconnected_cb: Called each time a reconnect succeeds (also when ``retry_on_failed_connect``'s
+            first connection comes up).
+        tls_context: The ``ssl.SSLContext`` for TLS, instead of one made from ``tls_ca_file``,
+            ``tls_cert_file`` and ``tls_key_file``; giving one turns TLS on for every URL.
+        user_jwt_cb: Returns the user JWT (a str), asked at every connect; goes with ``signature_cb``.
+        signature_cb: Signs the server's nonce (bytes) with the user's nkey and returns the raw signature
+            (bytes); goes with ``user_jwt_cb``.
+        server_selector: Returns the URL of ``pool`` (the URLs in the order the round would try them) to
+            try first; ``lost_url`` is the server just lost.  One that raises, or answers with a URL not in
+            the pool, is reported to ``error_cb`` as a ServerSelectorError, and that round keeps its
+            default order.
+
+    Returns:
+        The connected Connection.  With ``retry_on_failed_connect``, it may still be trying to connect
+        (publishes are buffered meanwhile).
+
+    Raises:
+        InvalidArgumentError: A bad option or argument (named), an unknown keyword, a callback that is not
+            callable, two kinds of credentials or ``user_jwt_cb`` without ``signature_cb``, raised before
+            connecting; or a credentials or nkey seed file that cannot be read, found while connecting.
+        NoServersError: No server in the pool could be reached (not with ``retry_on_failed_connect``,
+            which keeps trying in the background instead).
+        AuthorizationError: The server refused the credentials, or a credentials callback failed or
+            returned something unusable.
+        ServerError: The server refused the connection with another ``-ERR``.
+        TLSError: TLS could not be set up (certificate verification or the handshake failed).
+        Error: A ``ws://`` or ``wss://`` URL while wsproto (the ``websocket`` extra) is not installed.
     """
     arguments = dict(locals())  # the same parameters (tests/test_connect_keywords.py keeps them so)
     return Connection(**arguments.pop("unknown"), **arguments)
@@ -163,7 +201,33 @@ def _options_and_credentials(
 
 
 class Connection:
-    """A NATS connection.  Create it with :func:`jsclient.connect` (making one connects)."""
+    """A NATS connection.  Create it with :func:`jsclient.connect` (making one connects).
+
+    ``Connection(...)`` takes the same arguments as :func:`jsclient.connect`; ``servers`` may also be an
+    Options, as ``options=``.
+
+    Args:
+        servers: As for :func:`jsclient.connect`, or an :class:`jsclient.Options` (then ``options`` must be
+            left out).
+        options: As for :func:`jsclient.connect`.
+        error_cb: As for :func:`jsclient.connect`.
+        closed_cb: As for :func:`jsclient.connect`.
+        disconnected_cb: As for :func:`jsclient.connect`.
+        reconnected_cb: As for :func:`jsclient.connect`.
+        tls_context: As for :func:`jsclient.connect`.
+        user_jwt_cb: As for :func:`jsclient.connect`.
+        signature_cb: As for :func:`jsclient.connect`.
+        server_selector: As for :func:`jsclient.connect`.
+
+    Raises:
+        InvalidArgumentError: As for :func:`jsclient.connect`, and an Options given both as ``servers`` and
+            as ``options``.
+        NoServersError: No server in the pool could be reached (not with ``retry_on_failed_connect``).
+        AuthorizationError: The server refused the credentials, or a credentials callback failed.
+        ServerError: The server refused the connection with another ``-ERR``.
+        TLSError: TLS could not be set up.
+        Error: A WebSocket URL while wsproto (the ``websocket`` extra) is not installed.
+    """
 
     def __init__(
         self,
@@ -285,28 +349,36 @@ class Connection:
 
     @property
     def state(self) -> State:
+        """Where the connection is in its life (connecting, connected, reconnecting, draining, closed)."""
         return self._session.writer.state
 
     @property
     def is_connected(self) -> bool:
+        """Whether the connection has a live link to a server (not reconnecting, draining or closed)."""
         return self.state is State.CONNECTED
 
     @property
     def is_closed(self) -> bool:
+        """Whether the connection is closed for good."""
         return self.state is State.CLOSED
 
     @property
     def is_draining(self) -> bool:
+        """Whether :meth:`drain` is under way."""
         return self.state in (State.DRAINING_SUBS, State.DRAINING_PUBS)
 
     @property
     def connected_url(self) -> str | None:
+        """The URL of the server connected to last (password or token shown as ``***``), or None before any."""
         url = self._session.connected_url
         return mask_url(url) if url else None
 
     @property
     def servers(self) -> list[str]:
-        """The server pool: the URLs given, then those the cluster announced (with the scheme connected with)."""
+        """The server pool, as URLs (the ones given, then those the cluster announced, with the scheme connected with).
+
+        Passwords and tokens in them are shown as ``***``.
+        """
         session = self._session
         with session.pool_lock:
             return [mask_url(url) for url in session.pool]
@@ -318,6 +390,16 @@ class Connection:
         of the kind connected with: WebSocket or not) before anything
         changes; ``options.servers`` becomes them.  Servers the cluster
         announces join the pool again unless ``ignore_discovered_servers``.
+
+        Args:
+            servers: The new pool, a URL or a non-empty list of URLs.
+
+        Raises:
+            InvalidArgumentError: A bad or empty list, or URLs of the other kind (WebSocket or not) than the
+                connection's; nothing changes.
+            ConnectionClosedError: The connection is closed.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
         """
         given = (servers,) if isinstance(servers, str) else servers
         if not isinstance(given, (list, tuple)):
@@ -338,11 +420,12 @@ class Connection:
 
     @property
     def server_info(self) -> dict[str, Any]:
+        """The INFO of the server last heard from, as a dict (a copy)."""
         return dict(self._session.info)
 
     @property
     def server_version(self) -> ServerVersion | None:
-        """The release of the server last heard from (its INFO), comparable: ``nc.server_version >= (2, 11)``.
+        """The release of the server last heard from (its INFO), comparable as in ``nc.server_version >= (2, 11)``.
 
         None before any server answered, or if its INFO names no release.
         """
@@ -351,6 +434,7 @@ class Connection:
 
     @property
     def max_payload(self) -> int:
+        """The largest message the server takes, in bytes (headers included), as its INFO says."""
         return self._encoder.max_payload
 
     @property
@@ -360,13 +444,23 @@ class Connection:
 
     @property
     def last_error(self) -> Exception | None:
+        """The last error the connection met (a lost link, a server ``-ERR``), or None."""
         return self._session.last_error
 
     @property
     def reconnects(self) -> int:
+        """How many times the connection was restored after a loss."""
         return self._session.reconnects
 
     def stats(self) -> dict[str, int]:
+        """Counts of the messages and payload bytes received and sent.
+
+        Returns:
+            ``in_msgs``, ``in_bytes``, ``out_msgs`` and ``out_bytes``, by name (a new dict).
+
+        Raises:
+            : Nothing.
+        """
         return self._session.stats()
 
     # -- publishing ------------------------------------------------------------
@@ -377,7 +471,23 @@ class Connection:
         reply: str | None = None,
         headers: HeadersInput | None = None,
     ) -> None:
-        """Queue one message for sending (returns before the server has it; see flush)."""
+        """Queue one message for sending (returns before the server has it; see flush).
+
+        Args:
+            subject: Where to publish: a literal subject (no wildcards).
+            payload: The message body (bytes-like).
+            reply: A subject the receivers may answer to (e.g. one from :meth:`new_inbox`).
+            headers: A mapping of names to a value or a list of values, or a :class:`jsclient.Headers`.
+
+        Raises:
+            InvalidArgumentError: A bad subject or reply subject (BadSubjectError), a bad header
+                (BadHeaderError) or a message over the server's max_payload (MaxPayloadError); nothing is sent.
+            BadPayloadError: ``payload`` is not bytes-like.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the message does not fit in ``reconnect_buf_size``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
+        """
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
         if reply is None and headers is None:
@@ -402,20 +512,52 @@ class Connection:
         subjects once and encode thousands of frames without a call per
         message.  Nothing here checks the frames: a malformed one makes the
         server close the connection.
+
+        Args:
+            frames: The encoded frames, back to back.
+            messages: How many messages they hold (for :meth:`stats`).
+            payload_bytes: Their payload bytes in all (for :meth:`stats`).
+
+        Raises:
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the frames do not fit in ``reconnect_buf_size``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
         """
         if self._forked:
             self._check_fork()
         self._append(frames, payload_size=payload_bytes, messages=messages)
 
     def rtt(self, timeout: float | None = 2.0) -> float:
-        """The round trip to the server, in seconds: a PING answered by its PONG, behind what is queued."""
+        """The round trip to the server, in seconds: a PING answered by its PONG, behind what is queued.
+
+        Args:
+            timeout: Seconds to wait for the PONG; ``None``, no limit; ``0`` is refused (see :doc:`/conventions`).
+
+        Returns:
+            The seconds from sending the PING to its PONG.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            TimeoutError: No PONG within ``timeout``.
+            ConnectionLostError: The link broke after the PING left.
+            ConnectionClosedError: The connection is closed, or closed while waiting.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
+        """
         started = time.perf_counter()
         self.flush(timeout)
         return time.perf_counter() - started
 
     def force_reconnect(self) -> None:
         """Drop the connection and reconnect as after a loss: subscriptions come back, queued
-        publishes are sent, and the disconnected and reconnected callbacks run (not the error one)."""
+        publishes are sent, and the disconnected and reconnected callbacks run (not the error one).
+
+        Raises:
+            InvalidArgumentError: The connection was made with ``allow_reconnect=False``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
+        """
         self._check_fork()
         self._session.force_reconnect()
 
@@ -425,6 +567,17 @@ class Connection:
         While reconnecting, the PING waits in the buffer and the wait goes on
         within ``timeout``; if the connection breaks after the PING left,
         ConnectionLostError says the server may not have seen everything.
+
+        Args:
+            timeout: Seconds to wait for the server; ``None``, no limit; ``0`` is refused (see :doc:`/conventions`).
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            TimeoutError: The server did not answer within ``timeout``.
+            ConnectionLostError: The link broke after the PING left.
+            ConnectionClosedError: The connection is closed, or closed while waiting.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         self._check_fork()
@@ -444,7 +597,27 @@ class Connection:
     ) -> Subscription:
         """Subscribe; with ``callback`` messages go to it on the subscription's own thread.
 
-        ``max_messages``: unsubscribe by itself after that many messages.
+        Args:
+            subject: The subject to receive, wildcards allowed (``*`` one token, ``>`` the rest).
+            queue: A queue group: each message goes to one subscriber of the group.
+            callback: Called with each message, in order, on the subscription's own thread; an exception it
+                raises goes to the error callback.  Without one, take messages with
+                :meth:`Subscription.next_msg` or by iterating.
+            max_messages: Unsubscribe by itself after that many messages.
+            pending_msgs_limit: Messages the subscription holds before it drops new ones (reported as a
+                SlowConsumerError); left out, the connection's ``pending_msgs_limit``.
+            pending_bytes_limit: The same bound in payload bytes; left out, the connection's ``pending_bytes_limit``.
+
+        Returns:
+            The subscription.
+
+        Raises:
+            InvalidArgumentError: A bad subject or queue name (BadSubjectError), a callback that is not
+                callable, a count that is not an int >= 1, or ``cb=`` or ``max_msgs=`` beside its new name;
+                nothing is sent.
+            ConnectionClosedError: The connection is closed or draining.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
         """
         check_subscribe_subject(subject)
         if queue is not None:
@@ -470,7 +643,14 @@ class Connection:
 
     # -- request/reply -----------------------------------------------------
     def new_inbox(self) -> str:
-        """A unique subject under the inbox prefix."""
+        """A unique subject under the inbox prefix.
+
+        Returns:
+            ``<inbox_prefix>.<unique token>``, unique to this connection.
+
+        Raises:
+            : Nothing.
+        """
         return f"{self.options.inbox_prefix}.{self._nuid}{next(self._inbox_seq):x}"
 
     def request(
@@ -488,6 +668,27 @@ class Connection:
         the request may have been processed (UNKNOWN) or surely was not
         (NOT_DELIVERED), and its ``failure`` why it ended (a
         :class:`jsclient.RequestFailure`).  Safe from many threads at once.
+
+        Args:
+            subject: Where to send the request: a literal subject.
+            payload: The request's body (bytes-like).
+            timeout: Seconds to wait for the reply; ``None``, no limit; ``0`` is refused (see :doc:`/conventions`).
+            headers: A mapping of names to a value or a list of values, or a :class:`jsclient.Headers`.
+
+        Returns:
+            The first reply.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, subject (BadSubjectError) or header (BadHeaderError), or a
+                message over the server's max_payload (MaxPayloadError); nothing is sent.
+            BadPayloadError: ``payload`` is not bytes-like.
+            NoRespondersError: Nobody is subscribed to ``subject``.
+            TimeoutError: No reply within ``timeout``; the request may have been processed.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages, or it
+                closed while waiting.
+            ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -507,6 +708,25 @@ class Connection:
         after ``timeout``, or ConnectionClosedError, with ``outcome`` and
         ``failure`` as for :meth:`request`.  Its done-callbacks run on the
         connection's events thread, never on the reader.
+
+        Args:
+            subject: Where to send the request: a literal subject.
+            payload: The request's body (bytes-like).
+            timeout: Seconds after which the future fails with TimeoutError; ``None``, no limit; ``0`` is
+                refused (see :doc:`/conventions`).
+            headers: A mapping of names to a value or a list of values, or a :class:`jsclient.Headers`.
+
+        Returns:
+            A ``concurrent.futures.Future`` of the reply (its errors are above).
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, subject (BadSubjectError) or header (BadHeaderError), or a
+                message over the server's max_payload (MaxPayloadError); nothing is sent.
+            BadPayloadError: ``payload`` is not bytes-like.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -532,6 +752,33 @@ class Connection:
         further reply, after ``max_messages``, when ``sentinel(msg)`` is False
         (``sentinel=True``: a reply with an empty payload ends them), or on
         ``stop()``.  NoRespondersError if nobody is subscribed.
+
+        Args:
+            subject: Where to send the request: a literal subject.
+            payload: The request's body (bytes-like).
+            timeout: Seconds of waiting in all, after which the replies end; ``None``, no limit; ``0`` is
+                refused (see :doc:`/conventions`).
+            stall: Seconds to wait for each further reply after the first; left out, only ``timeout`` counts.
+            max_messages: End after that many replies.
+            sentinel: Called with each reply; False ends the replies (that reply is not given).  ``True``:
+                a reply with an empty payload ends them.
+            headers: A mapping of names to a value or a list of values, or a :class:`jsclient.Headers`.
+
+        Returns:
+            The replies: iterate them (or use them in a ``with`` block to stop at its end).
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, ``stall``, ``max_messages``, ``sentinel``, subject
+                (BadSubjectError) or header (BadHeaderError), a message over the server's max_payload
+                (MaxPayloadError), or ``max_msgs=`` beside ``max_messages=``; nothing is sent.
+            BadPayloadError: ``payload`` is not bytes-like.
+            NoRespondersError: While iterating: nobody is subscribed to ``subject`` (the first answer is the
+                server's no-responders status).
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages; while
+                iterating, it was closed under the replies (``outcome`` UNKNOWN).
+            ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -553,6 +800,18 @@ class Connection:
         """A JetStream context on this connection (cheap: make as many as you like).
 
         ``timeout`` is the default of its calls that wait for the server (None: no limit).
+
+        Args:
+            prefix: The subject prefix of the JetStream API (another account's, imported, for example).
+            domain: A JetStream domain: the API of that domain (``$JS.<domain>.API``), instead of ``prefix``.
+            timeout: Seconds its calls wait for the server by default; ``None``, no limit; ``0`` is refused.
+            publish_async_max_pending: How many async publishes may wait for their acks at once.
+
+        Returns:
+            The JetStream context.
+
+        Raises:
+            InvalidArgumentError: A bad ``prefix``, ``domain``, ``timeout`` or ``publish_async_max_pending``.
         """
         from .jetstream.context import JetStream
 
@@ -589,6 +848,17 @@ class Connection:
 
         ``timeout`` defaults to the ``drain_timeout`` option.  Requests still
         waiting at the end give up with ConnectionClosedError, ``failure`` DRAINED.
+
+        Args:
+            timeout: Seconds the whole drain may take; ``None``, no limit; ``0`` is refused (see
+                :doc:`/conventions`).
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            ConnectionClosedError: The connection is closed, reconnecting or already draining; nothing is done.
+            TimeoutError: A subscription still held messages, or the server did not answer, when ``timeout``
+                ran out; the connection is closed all the same.
+            ConnectionLostError: The link broke during the drain; the connection is closed all the same.
         """
         self._session.drain(answer_limit(timeout, self.options.drain_timeout))
 
@@ -597,11 +867,24 @@ class Connection:
 
         Requests still waiting end in ConnectionClosedError with ``failure``
         CLOSED (after :meth:`drain`: DRAINED).
+
+        Raises:
+            : Nothing; closing a closed connection does nothing.
         """
         self._session.close()
 
     def wait_closed(self, timeout: float | None = None) -> bool:
-        """Whether the connection is closed, waiting up to ``timeout`` for it (None: no limit; 0: only look)."""
+        """Whether the connection is closed, waiting up to ``timeout`` for it (None: no limit; 0: only look).
+
+        Args:
+            timeout: Seconds to wait for the close; ``None``, no limit; ``0``, only look.
+
+        Returns:
+            True once the connection is closed; False if it was still open when ``timeout`` ran out.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+        """
         return self._session.closed_event.wait(take_limit(timeout))
 
     def __enter__(self) -> Connection:

@@ -37,6 +37,16 @@ class Headers(MutableMapping[str, str]):
     ``by_name`` (each name's values, in order) is internal, not part of the
     public API: it has no underscore so that this module's parser and
     encoder fill and read it directly, unchecked, at a dict's speed.
+
+    Args:
+        initial: The headers to start with: a mapping of names to a value or a list of values, another
+            Headers (its names and values are copied, not its status), or (name, value) pairs.
+        status: The status code of the block's first line (``NATS/1.0 503``), as the server sends on
+            statuses; None for ordinary headers.  :meth:`encode` does not write it.
+        description: The text after the status code.
+
+    Raises:
+        BadHeaderError: ``initial`` is a str or bytes, or holds a name or value that cannot be sent.
     """
 
     __slots__ = ("by_name", "description", "status")
@@ -112,27 +122,82 @@ class Headers(MutableMapping[str, str]):
 
     # -- multi-value access ------------------------------------------------
     def add(self, name: str, value: str) -> None:
+        """Append a value to ``name``, after those it has.
+
+        Args:
+            name: The header's name: printable ASCII, no spaces or ``:``.
+            value: One value: a str without line breaks.
+
+        Raises:
+            BadHeaderError: A name or value that cannot be sent.
+        """
         _check_name(name)
         _check_value(name, value)
         self.by_name.setdefault(name, []).append(value)
 
     def get_all(self, name: str) -> list[str]:
+        """Every value of ``name``, in order.
+
+        Args:
+            name: The header's name (case-sensitive).
+
+        Returns:
+            A new list of its values; empty when the name is not there.
+
+        Raises:
+            : Nothing.
+        """
         return list(self.by_name.get(name, ()))
 
     def multi_items(self) -> list[tuple[str, str]]:
+        """Every (name, value) pair, in order: a name with several values comes once per value.
+
+        Returns:
+            A new list of the pairs.
+
+        Raises:
+            : Nothing.
+        """
         return [(k, v) for k, values in self.by_name.items() for v in values]
 
     def copy(self) -> Headers:
+        """An independent copy, status and description included.
+
+        Returns:
+            The copy.
+
+        Raises:
+            : Nothing.
+        """
         h = Headers(self)
         h.status, h.description = self.status, self.description
         return h
 
     # -- wire form -----------------------------------------------------------
     def encode(self) -> bytes:
+        """The NATS/1.0 header block, as a message carries it (without a status line).
+
+        Returns:
+            The block: ``NATS/1.0``, a ``Name: value`` line per value, and a blank line.
+
+        Raises:
+            : Nothing.
+        """
         return encode(self)
 
     @classmethod
     def parse(cls, block: bytes) -> Headers:
+        """Headers from a raw NATS/1.0 block (as a received message carries it).
+
+        Args:
+            block: The block, from ``NATS/1.0`` to the blank line.
+
+        Returns:
+            The headers, with the status and description of the first line if it has them.
+
+        Raises:
+            ProtocolError: ``block`` is not a well-formed header block.
+        """
         return parse(block)
 
 

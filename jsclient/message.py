@@ -55,6 +55,17 @@ class Msg(MsgEvent):
     nothing for them.  ``ack_state`` is internal, not part of the public API:
     it has no underscore because the JetStream workflows set it
     (ACK_DISABLED for a consumer that takes no acks).
+
+    Attributes:
+        subject: The subject it was published to.
+        sid: The id of the subscription it was delivered to (0 for a message the library built).
+        reply: The subject to answer to (the requester's inbox, or a JetStream ack subject); None if none.
+        header: The raw NATS/1.0 header block, or None; :attr:`headers` is it parsed.
+        data: The message body.
+        _conn: Internal: the connection it came on, for :meth:`respond` and the acks.
+        _headers: Internal: :attr:`headers` once parsed.
+        _metadata: Internal: :attr:`metadata` once parsed.
+        ack_state: Internal: whether an ack may still be sent (see above).
     """
 
     _conn: Attached | None = None
@@ -73,7 +84,22 @@ class Msg(MsgEvent):
         conn: Connection | None = None,
         sid: int = 0,
     ) -> Msg:
-        """A message built by library code rather than the parser."""
+        """A message built by library code rather than the parser.
+
+        Args:
+            subject: Its subject.
+            data: Its body.
+            reply: Its reply subject.
+            header: Its raw NATS/1.0 header block.
+            conn: The connection it belongs to (for :meth:`respond` and the acks).
+            sid: The id of the subscription it is for.
+
+        Returns:
+            The message.
+
+        Raises:
+            : Nothing.
+        """
         msg = cls(subject, sid, reply, header, data)
         msg._conn = conn
         return msg
@@ -93,7 +119,24 @@ class Msg(MsgEvent):
 
     @renamed_keywords(data="payload")
     def respond(self, payload: bytes = b"", headers: HeadersInput | None = None) -> None:
-        """Publish ``payload`` to this message's reply subject."""
+        """Publish ``payload`` to this message's reply subject.
+
+        Sent at once, not left to the flusher thread: the requester is waiting.
+
+        Args:
+            payload: The answer's body (bytes-like).
+            headers: A mapping of names to a value or a list of values, or a :class:`jsclient.Headers`.
+
+        Raises:
+            InvalidArgumentError: The message has no reply subject or no connection, a bad header
+                (BadHeaderError), an answer over the server's max_payload (MaxPayloadError), or ``data=``
+                beside ``payload=``; nothing is sent.
+            BadPayloadError: ``payload`` is not bytes-like.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         if not self.reply:
             raise InvalidArgumentError(f"message on {self.subject!r} has no reply subject to respond to")
         conn = self._conn
@@ -119,18 +162,54 @@ class Msg(MsgEvent):
         return self.ack_state != ACK_OPEN
 
     def ack(self) -> None:
-        """Acknowledge: the message is done."""
+        """Acknowledge: the message is done.
+
+        Sends nothing after a terminal ack (or for a consumer that takes no acks).
+
+        Raises:
+            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
+            InvalidArgumentError: The message is not attached to a connection.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         self._ack(b"+ACK", True)
 
     def nak(self, delay: float | None = None) -> None:
-        """Negative ack: redeliver, after ``delay`` seconds if given."""
+        """Negative ack: redeliver, after ``delay`` seconds if given.
+
+        Args:
+            delay: Seconds the server waits before it redelivers; left out, a plain ``-NAK`` is sent.
+
+        Raises:
+            InvalidArgumentError: ``delay`` is not a number of seconds >= 0.
+            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         if delay is None:
             self._ack(b"-NAK", True)
             return
         self._ack(b'-NAK {"delay":%d}' % int(seconds("nak delay", delay, allow_zero=True) * 1e9), True)
 
     def term(self, reason: str | None = None) -> None:
-        """Terminate: never redeliver this message."""
+        """Terminate: never redeliver this message.
+
+        Args:
+            reason: Why, sent along with the ``+TERM`` (one line of text).
+
+        Raises:
+            InvalidArgumentError: ``reason`` is not a single-line str, or the message is not attached to a
+                connection.
+            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         if reason is None:
             self._ack(b"+TERM", True)
             return
@@ -139,11 +218,38 @@ class Msg(MsgEvent):
         self._ack(b"+TERM " + reason.encode(), True)
 
     def in_progress(self) -> None:
-        """Working on it: reset the ack wait timer (not terminal)."""
+        """Working on it: reset the ack wait timer (not terminal).
+
+        Raises:
+            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
+            InvalidArgumentError: The message is not attached to a connection.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         self._ack(b"+WPI", False)
 
     def ack_sync(self, timeout: float | None = 5.0) -> None:
-        """Acknowledge and wait until the server confirms it."""
+        """Acknowledge and wait until the server confirms it.
+
+        Returns at once after a terminal ack (or for a consumer that takes no acks).
+
+        Args:
+            timeout: Seconds to wait for the confirmation; ``None``, no limit; ``0`` is refused (see
+                :doc:`/conventions`).
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, or the message is not attached to a connection.
+            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
+            TimeoutError: No confirmation within ``timeout``; the ack may still have been taken.
+            NoRespondersError: Nothing answers on the ack subject (the consumer was deleted, for example).
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages, or it
+                closed while waiting.
+            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         wait = answer_limit(timeout)
         if self.ack_state != ACK_OPEN:
             return

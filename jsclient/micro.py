@@ -98,32 +98,78 @@ class Request:
     __slots__ = ("_msg", "error_answer")
 
     def __init__(self, msg: Msg) -> None:
+        """Made by the service for each request; not called directly.
+
+        Args:
+            msg: The request as received.
+
+        Raises:
+            : Nothing.
+        """
         self._msg = msg
         self.error_answer: ErrorAnswer | None = None
 
     @property
     def subject(self) -> str:
+        """The subject the request was sent to."""
         return self._msg.subject
 
     @property
     def data(self) -> bytes:
+        """The request's body."""
         return self._msg.data
 
     @property
     def headers(self) -> Headers:
+        """The request's headers (empty when it had none)."""
         return self._msg.headers
 
     @property
     def reply(self) -> str | None:
+        """The subject the answer goes to, or None if the caller expects none."""
         return self._msg.reply
 
     def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
+        """Answer the request.
+
+        Args:
+            data: The answer's body (bytes-like).
+            headers: A mapping of names to a value or a list of values, or a :class:`jsclient.Headers`.
+
+        Raises:
+            InvalidArgumentError: The request has no reply subject, a bad header (BadHeaderError), or an
+                answer over the server's max_payload (MaxPayloadError); nothing is sent.
+            BadPayloadError: ``data`` is not bytes-like.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         self._msg.respond(data, headers=headers)
 
     def respond_error(
         self, code: int, description: str, data: bytes = b"", headers: HeadersInput | None = None
     ) -> None:
-        """Answer with a service error: ``Nats-Service-Error-Code`` and ``Nats-Service-Error`` (ADR-32)."""
+        """Answer with a service error: ``Nats-Service-Error-Code`` and ``Nats-Service-Error`` (ADR-32).
+
+        The service counts it as an error in its stats.
+
+        Args:
+            code: The error's code (an int; HTTP-like, e.g. 400 or 500).
+            description: The error's text, one line.
+            data: A body to send with it (bytes-like).
+            headers: More headers to send with it, as for :meth:`respond`.
+
+        Raises:
+            InvalidArgumentError: ``code`` is not an int, ``description`` is not one line of text, the request
+                has no reply subject, a bad header (BadHeaderError), or an answer over the server's
+                max_payload (MaxPayloadError); nothing is sent.
+            BadPayloadError: ``data`` is not bytes-like.
+            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+            ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         if isinstance(code, bool) or not isinstance(code, int):
             raise InvalidArgumentError(f"a service error code must be an int, not {code!r}")
         if not isinstance(description, str) or "\r" in description or "\n" in description:
@@ -146,7 +192,17 @@ class _Stats:
 
 @dataclass
 class Endpoint:
-    """An endpoint of a service (read-only for users: its stats come from ``Service.stats()``)."""
+    """An endpoint of a service (read-only for users: its stats come from ``Service.stats()``).
+
+    Attributes:
+        name: The endpoint's name.
+        subject: The subject it listens on, the group's prefix included.
+        queue_group: The queue group its instances share; ``""`` for none.
+        metadata: What discovery reports for it.
+        handler: The function that answers its requests.
+        stats: Internal: its counters, read through ``Service.stats()``.
+        sub: Internal: the subscription its requests arrive on (None until it is subscribed).
+    """
 
     name: str
     subject: str
@@ -159,7 +215,7 @@ class Endpoint:
     # The endpoint's queue is its subscription's: these read its counts.
     @property
     def pending_msgs(self) -> int:
-        """Requests queued for a worker: at most ``pending_msgs_limit`` (and one in the dispatcher's hand)."""
+        """Requests queued for a worker, at most ``pending_msgs_limit`` (and one in the dispatcher's hand)."""
         return self.sub.pending_msgs if self.sub is not None else 0
 
     @property
@@ -207,6 +263,16 @@ class Group:
     """A subject prefix for endpoints (ADR-32 groups), with its own default queue group."""
 
     def __init__(self, service: Service, prefix: str, queue_group: str) -> None:
+        """Made by :meth:`Service.add_group` (or :meth:`Group.add_group`), which checks the arguments.
+
+        Args:
+            service: The service its endpoints belong to.
+            prefix: The subject prefix of its endpoints (``""`` for the service itself).
+            queue_group: The default queue group of its endpoints (``""``: none).
+
+        Raises:
+            : Nothing.
+        """
         self._service = service
         self.prefix = prefix
         self.queue_group = queue_group
@@ -222,7 +288,30 @@ class Group:
         pending_msgs_limit: int | None = None,
         pending_bytes_limit: int | None = None,
     ) -> Endpoint:
-        """An endpoint on ``<prefix>.<subject or name>``."""
+        """An endpoint on ``<prefix>.<subject or name>``.
+
+        Args:
+            name: The endpoint's name (letters, digits, ``-`` and ``_``), as discovery reports it.
+            handler: Called with each :class:`Request`, on one of the service's worker threads; an exception
+                it raises answers the caller with a 500 service error.
+            subject: The subject to listen on (wildcards allowed), below the group's prefix; left out, ``name``.
+            queue_group: The queue group the endpoint's instances share (``""``: none, every instance gets
+                every request); left out, the group's or service's.
+            metadata: Names mapped to str values, reported by discovery.
+            pending_msgs_limit: Requests that may wait for a worker; beyond it a request is dropped and
+                reported as a slow consumer.  Left out, the service's, else the connection's.
+            pending_bytes_limit: The same bound in payload bytes.
+
+        Returns:
+            The endpoint, listening.
+
+        Raises:
+            InvalidArgumentError: A bad name, subject (BadSubjectError), queue group, metadata or limit, a
+                handler that is not callable, or a stopped service; nothing is subscribed.
+            ConnectionClosedError: The connection is closed or draining.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         _check_name("endpoint name", name)
         local = name if subject is None else subject
         full = f"{self.prefix}.{local}" if self.prefix else local
@@ -234,7 +323,18 @@ class Group:
         )
 
     def add_group(self, name: str, *, queue_group: str | None = None) -> Group:
-        """A group below this one: ``<prefix>.<name>``."""
+        """A group below this one: ``<prefix>.<name>``.
+
+        Args:
+            name: The group's subject tokens below this one's (no ``>``).
+            queue_group: The default queue group of its endpoints; left out, this group's.
+
+        Returns:
+            The group.
+
+        Raises:
+            InvalidArgumentError: A bad name (BadSubjectError) or queue group.
+        """
         queue = self.queue_group if queue_group is None else _check_queue(queue_group)
         return Group(self._service, _group_prefix(self.prefix, name), queue)
 
@@ -263,6 +363,26 @@ class Service(Group):
         stats_handler: Callable[[Endpoint], Any] | None,
         pending_limits: tuple[int | None, int | None],
     ) -> None:
+        """Made by :func:`add_service`, which checks the arguments; not called directly.
+
+        Subscribes the discovery subjects (``$SRV.PING``, ``$SRV.INFO``, ``$SRV.STATS``) at once.
+
+        Args:
+            nc: The connection the service runs on.
+            name: The service's name.
+            version: Its semantic version.
+            description: What it does, for discovery.
+            metadata: What discovery reports for it.
+            queue_group: The default queue group of its endpoints (``""``: none).
+            workers: How many worker threads run the handlers.
+            stats_handler: Called with an endpoint for the ``data`` of its stats, or None.
+            pending_limits: The endpoints' default pending limits (messages, bytes); None for the connection's.
+
+        Raises:
+            ConnectionClosedError: The connection is closed or draining.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         super().__init__(self, "", queue_group)
         self._nc = nc
         self.name = name
@@ -307,6 +427,28 @@ class Service(Group):
         waiting for a worker, as a subscription's pending limits do (the
         service's, else the connection's, by default); beyond them a request
         is dropped and reported as a slow consumer.
+
+        Args:
+            name: The endpoint's name (letters, digits, ``-`` and ``_``), as discovery reports it.
+            handler: Called with each :class:`Request`, on one of the service's worker threads; an exception
+                it raises answers the caller with a 500 service error.
+            subject: The subject to listen on (wildcards allowed); left out, ``name``.
+            queue_group: The queue group the endpoint's instances share (``""``: none, every instance gets
+                every request); left out, the group's or service's.
+            metadata: Names mapped to str values, reported by discovery.
+            pending_msgs_limit: Requests that may wait for a worker; beyond it a request is dropped and
+                reported as a slow consumer.  Left out, the service's, else the connection's.
+            pending_bytes_limit: The same bound in payload bytes.
+
+        Returns:
+            The endpoint, listening.
+
+        Raises:
+            InvalidArgumentError: A bad name, subject (BadSubjectError), queue group, metadata or limit, a
+                handler that is not callable, or a stopped service; nothing is subscribed.
+            ConnectionClosedError: The connection is closed or draining.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         _check_name("endpoint name", name)
         if subject is None:
@@ -375,9 +517,25 @@ class Service(Group):
         return {"type": kind, "name": self.name, "id": self.id, "version": self.version, "metadata": self.metadata}
 
     def ping(self) -> dict[str, Any]:
+        """What the service answers on ``$SRV.PING`` (ADR-32).
+
+        Returns:
+            Its type, name, id, version and metadata.
+
+        Raises:
+            : Nothing.
+        """
         return self._base(PING_TYPE)
 
     def info(self) -> dict[str, Any]:
+        """What the service answers on ``$SRV.INFO`` (ADR-32).
+
+        Returns:
+            As :meth:`ping`, with its description and its endpoints (name, subject, queue group, metadata).
+
+        Raises:
+            : Nothing.
+        """
         with self._lock:
             endpoints = [
                 {"name": e.name, "subject": e.subject, "queue_group": e.queue_group, "metadata": e.metadata}
@@ -386,6 +544,17 @@ class Service(Group):
         return {**self._base(INFO_TYPE), "description": self.description, "endpoints": endpoints}
 
     def stats(self) -> dict[str, Any]:
+        """What the service answers on ``$SRV.STATS`` (ADR-32).
+
+        Dropped requests count as errors (see the module's docstring).
+
+        Returns:
+            As :meth:`ping`, with when it started and, per endpoint, its request and error counts, last
+            error, processing times (nanoseconds) and the ``stats_handler``'s ``data``.
+
+        Raises:
+            Exception: Whatever ``stats_handler`` raises, unchanged.
+        """
         with self._lock:
             for e in self._endpoints:
                 _count_drops(e)
@@ -405,7 +574,11 @@ class Service(Group):
         return {**self._base(STATS_TYPE), "endpoints": rows, "started": started}
 
     def reset(self) -> None:
-        """Zero every endpoint's counters (``Endpoint.dropped``, the subscription's count, goes on)."""
+        """Zero every endpoint's counters (``Endpoint.dropped``, the subscription's count, goes on).
+
+        Raises:
+            : Nothing.
+        """
         with self._lock:
             for endpoint in self._endpoints:
                 endpoint.stats = _Stats(drops_seen=endpoint.dropped)
@@ -415,6 +588,19 @@ class Service(Group):
         """Drain: take no new request, finish and answer the ones taken, then leave discovery.
 
         ``timeout`` bounds each endpoint's drain; it defaults to the connection's ``drain_timeout``.
+
+        Args:
+            timeout: Seconds each endpoint's drain may take; ``None``, no limit; ``0`` is refused (see
+                :doc:`/conventions`).
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            TimeoutError: An endpoint still had requests queued, or the server did not confirm its end, when
+                ``timeout`` ran out.
+            ConnectionLostError: The link broke before the server confirmed an endpoint's end.
+            ConnectionClosedError: The connection closed while an endpoint was being drained.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         limit = answer_limit(timeout, self._nc.options.drain_timeout)
         if self._stopped.is_set():
@@ -431,6 +617,7 @@ class Service(Group):
 
     @property
     def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
         return self._stopped.is_set()
 
     def __enter__(self) -> Service:
@@ -468,6 +655,31 @@ def add_service(
     """Start a service (ADR-32): discoverable at once; add endpoints to it.
 
     The pending limits are its endpoints' defaults (see ``add_endpoint``).
+
+    Args:
+        nc: The connection to run on.
+        name: The service's name (letters, digits, ``-`` and ``_``); instances of one service share it.
+        version: Its semantic version (``1.0.0``).
+        description: What it does, for discovery.
+        metadata: Names mapped to str values, for discovery.
+        queue_group: The default queue group of its endpoints, so that the instances share the requests
+            (``""``: none, every instance gets every request).
+        workers: How many threads run the handlers, shared by all its endpoints.
+        stats_handler: Called with an :class:`Endpoint` when stats are asked for; what it returns
+            (JSON-serialisable) is that endpoint's ``data``.
+        pending_msgs_limit: Requests that may wait for a worker, per endpoint, unless the endpoint says
+            otherwise; left out, the connection's.
+        pending_bytes_limit: The same bound in payload bytes.
+
+    Returns:
+        The running service.
+
+    Raises:
+        InvalidArgumentError: A bad name, version, description, metadata, queue group, ``workers``,
+            ``stats_handler`` or limit; nothing is subscribed.
+        ConnectionClosedError: The connection is closed or draining.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
     """
     _check_name("service name", name)
     if not isinstance(version, str) or _SEMVER.fullmatch(version) is None:

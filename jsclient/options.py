@@ -41,7 +41,76 @@ def mask_url(url: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    """Everything :func:`jsclient.connect` needs, except callbacks."""
+    """Everything :func:`jsclient.connect` needs, except callbacks.
+
+    Frozen and picklable; every field is checked when the Options is made (or changed with
+    :meth:`replace`).  The defaults are in the signature.
+
+    Attributes:
+        servers: The URLs to connect to, normalised (scheme and port filled in); a single str is one URL.
+        name: The client's name, sent to the server, whose monitoring shows it.
+        user: The user name, for user and password authentication.
+        password: The user's password (needs ``user``); repr leaves it out.
+        token: An authentication token (not with ``user``); repr leaves it out.
+        verbose: Ask the server to confirm every protocol command with ``+OK`` (for debugging).
+        pedantic: Ask the server to check the protocol more strictly (for debugging).
+        echo: Deliver the connection's own publishes to its own subscriptions; False asks the server not to.
+        connect_timeout: Seconds each step of connecting to one server may take (the dial, TLS, the server's
+            INFO, its answer to CONNECT).
+        pending_msgs_limit: Messages a new subscription holds by default before it drops new ones (reported
+            as a SlowConsumerError).
+        pending_bytes_limit: The same default bound, in payload bytes.
+        max_pending_size: Bytes buffered for writing at which ``publish`` sends them itself instead of
+            leaving them to the flusher thread (back-pressure).
+        inbox_prefix: The subject prefix of reply inboxes (requests, :meth:`Connection.new_inbox`), for
+            permissions that allow replies only under a prefix of your own.
+        drain_timeout: Seconds a drain (``nc.drain()``, ``sub.drain()``, ``service.stop()``) may take when its
+            ``timeout`` is left out.
+        allow_reconnect: Reconnect when the link is lost; False closes the connection instead.
+        max_reconnect_attempts: Rounds over the server pool before giving up; -1 retries forever.
+        reconnect_time_wait: Longest wait between rounds, in seconds (the backoff grows to it), plus up to
+            ``reconnect_jitter``.
+        reconnect_jitter: Seconds, at most, added at random to each wait between rounds, so that clients
+            cut off together do not all come back at once.
+        retry_on_failed_connect: When no server takes the first connect, return anyway and keep trying as a
+            reconnect would (publishes buffer, the reconnected callback says when it is up; closed after the
+            last round).
+        reconnect_buf_size: Bytes of publishes kept while reconnecting; past it ``publish`` raises
+            ReconnectBufferFullError.
+        no_randomize: Try the servers in the order given; otherwise the pool is shuffled, which spreads
+            clients over a cluster.
+        ignore_discovered_servers: Keep the pool to the URLs given: do not add the servers a cluster announces.
+        ping_interval: Seconds between the PINGs that check the link is alive.
+        max_outstanding_pings: Unanswered PINGs at which the link counts as stale: it is dropped (and
+            reconnected, if allowed).
+        spin_wait: Seconds a thread reading its own reply (see ``request``) polls the socket before it
+            sleeps, while replies keep coming back that fast; the reader thread does the same while async
+            requests are out.  0 never polls (nor does a one-CPU machine).  On virtual machines waking a
+            sleeping thread can cost more than a round trip to a server nearby.
+        reconnect_after_fork: In a forked child, reconnect on first use instead of raising
+            ForkedConnectionError.
+        nkey_seed: An nkey seed, or the path of a file that holds one (read again at every connect), to sign
+            the server's nonce; a callable that returns one is accepted by ``connect``.  repr leaves it out.
+        creds_file: The path of a .creds file (user JWT and nkey seed), read again at every connect.
+        user_credentials: A .creds file's path or its text (from a secret manager); a callable is accepted
+            by ``connect``.  repr leaves it out.
+        tls: Use TLS even for nats:// URLs (tls:// URLs and servers requiring it always do).
+        tls_ca_file: A file of CA certificates (PEM) to verify the server with, instead of the system's.
+        tls_cert_file: A client certificate (PEM) to present to the server (mutual TLS).
+        tls_key_file: The private key of ``tls_cert_file``, when that file does not hold it (needs
+            ``tls_cert_file``).
+        tls_hostname: Name to verify the server certificate against, instead of the URL's host.
+        tls_handshake_first: Start TLS before the server's INFO (a server with
+            ``tls { handshake_first: true }``, or a TLS proxy).
+        ws_headers: Extra HTTP headers for the WebSocket upgrade request, as (name, value) pairs (a dict is
+            accepted): a proxy's Authorization, a JWT cookie.  Values may be secrets, so repr leaves them out.
+        ws_compression: Offer permessage-deflate on WebSocket URLs (the server takes it only with
+            ``websocket { compression: true }``).
+
+    Raises:
+        InvalidArgumentError: A bad value, naming the field, or fields that contradict each other (two kinds
+            of credentials, ``password`` without ``user``, WebSocket and other URLs mixed, ...).
+    """
 
     servers: tuple[str, ...] = (DEFAULT_URL,)
     name: str | None = None
@@ -52,58 +121,36 @@ class Options:
     pedantic: bool = False
     echo: bool = True
     connect_timeout: float = 2.0
-    #: Default pending limits of a new subscription (messages, bytes).
     pending_msgs_limit: int = 512 * 1024
     pending_bytes_limit: int = 64 * 1024 * 1024
-    #: Bytes buffered for writing at which ``publish`` sends them itself
-    #: instead of leaving them to the flusher thread (back-pressure).
     max_pending_size: int = 2 * 1024 * 1024
     inbox_prefix: str = "_INBOX"
     drain_timeout: float = 30.0
     # -- resilience --
     allow_reconnect: bool = True
-    #: Rounds over the server pool before giving up; -1 retries forever.
     max_reconnect_attempts: int = 60
-    #: Longest wait between rounds (the backoff grows to it), plus up to ``reconnect_jitter``.
     reconnect_time_wait: float = 2.0
     reconnect_jitter: float = 0.1
-    #: When no server takes the first connect, return anyway and keep trying as a reconnect would
-    #: (publishes buffer, the reconnected callback says when it is up; closed after the last round).
     retry_on_failed_connect: bool = False
-    #: Bytes of publishes kept while reconnecting; past it ``publish`` raises.
     reconnect_buf_size: int = 8 * 1024 * 1024
     no_randomize: bool = False
     ignore_discovered_servers: bool = False
     ping_interval: float = 120.0
     max_outstanding_pings: int = 2
-    #: Seconds a thread reading its own reply (see ``request``) polls the
-    #: socket before it sleeps, while replies keep coming back that fast;
-    #: the reader thread does the same while async requests are out.  0
-    #: never polls (nor does a one-CPU machine).  On virtual machines
-    #: waking a sleeping thread can cost more than a round trip to a server
-    #: nearby.
     spin_wait: float = 0.0002
-    #: In a forked child, reconnect on first use instead of raising.
     reconnect_after_fork: bool = False
     # -- security --
     nkey_seed: str | None = field(default=None, repr=False)
     creds_file: str | None = None
-    #: A .creds file's path or its text (from a secret manager); a callable is accepted by ``connect``.
     user_credentials: str | None = field(default=None, repr=False)
-    #: Use TLS even for nats:// URLs (tls:// URLs and servers requiring it always do).
     tls: bool = False
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    #: Name to verify the server certificate against, instead of the URL's host.
     tls_hostname: str | None = None
-    #: Start TLS before the server's INFO (a server with ``tls { handshake_first: true }``, or a TLS proxy).
     tls_handshake_first: bool = False
     # -- WebSocket (ws:// and wss:// URLs) --
-    #: Extra HTTP headers for the upgrade request, as (name, value) pairs (a dict is accepted): a proxy's
-    #: Authorization, a JWT cookie.  Values may be secrets, so repr leaves them out.
     ws_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    #: Offer permessage-deflate (the server takes it only with ``websocket { compression: true }``).
     ws_compression: bool = False
 
     def __post_init__(self) -> None:
@@ -201,6 +248,17 @@ class Options:
         The one place keywords become Options (:func:`jsclient.connect` and :class:`jsclient.Connection`
         come here).  A keyword left at its ``OPTION_DEFAULTS`` marker was not given, so it changes
         nothing.  An unknown name is refused by name, since ``**kwargs`` escapes the type checker.
+
+        Args:
+            servers: A URL or a list of URLs; left out, those of ``options`` (else the default).
+            options: The Options to start from; left out, the defaults.
+            **kwargs: Fields to set, by name.
+
+        Returns:
+            The new Options.
+
+        Raises:
+            InvalidArgumentError: An unknown field name, ``options`` that is not an Options, or a bad value.
         """
         unknown = sorted(set(kwargs) - set(vars(OPTION_DEFAULTS)))
         if unknown:
@@ -215,6 +273,18 @@ class Options:
         return dataclasses.replace(options, **given) if given else options
 
     def replace(self, **changes: Any) -> Options:
+        """A copy with some fields changed (an Options is frozen).
+
+        Args:
+            **changes: The fields to change, by name, and their new values.
+
+        Returns:
+            The new Options, checked as a new one is.
+
+        Raises:
+            InvalidArgumentError: A bad value (named).
+            TypeError: An unknown field name.
+        """
         return dataclasses.replace(self, **changes)
 
 

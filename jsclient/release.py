@@ -27,6 +27,12 @@ class ServerVersion:
     RC.1), so a feature check reads ``nc.server_version >=
     (2, 11)``: the ordering also takes a tuple of ints, missing parts 0.
     ``==`` compares with another ServerVersion; ``str()`` gives the text.
+
+    Attributes:
+        major: The major release number (the 2 of 2.12.0).
+        minor: The minor release number (the 12 of 2.12.0).
+        patch: The patch number (the 0 of 2.12.0).
+        prerelease: The pre-release part after ``-`` (``"RC.1"`` of 2.12.0-RC.1); None for a release.
     """
 
     major: int
@@ -36,7 +42,18 @@ class ServerVersion:
 
     @classmethod
     def parse(cls, text: str) -> ServerVersion:
-        """The release named by ``text``; InvalidArgumentError when it names none."""
+        """The release named by ``text``; InvalidArgumentError when it names none.
+
+        Args:
+            text: A version as nats-server writes it: ``"2.15.1"``, ``"v2.12.0-RC.1"``; build metadata
+                (``+...``) is dropped.
+
+        Returns:
+            The version.
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a str naming a release.
+        """
         found = _VERSION.fullmatch(text.strip()) if isinstance(text, str) else None
         if found is None:
             raise InvalidArgumentError(f"not a nats-server version: {text!r} (expected e.g. '2.15.1')")

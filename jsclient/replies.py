@@ -53,7 +53,12 @@ def standard_sentinel(msg: Msg) -> bool:
 
 
 class Replies:
-    """The replies of one request; iterate it, and ``stop()`` (or leave a ``with``) to end early."""
+    """The replies of one request; iterate it, and ``stop()`` (or leave a ``with``) to end early.
+
+    Made by :meth:`Connection.request_many`, which says when the replies end.  Iterating raises
+    NoRespondersError when the first answer says nobody listens, and ConnectionClosedError (``outcome``
+    UNKNOWN) when the connection closes under the replies; every other end simply ends the iteration.
+    """
 
     def __init__(
         self,
@@ -64,6 +69,19 @@ class Replies:
         sentinel: Sentinel | None,
         closed_by: Callable[[], RequestFailure] = lambda: RequestFailure.CLOSED,
     ) -> None:
+        """Made by :meth:`Connection.request_many` (its arguments checked there); not called directly.
+
+        Args:
+            sub: The subscription on the request's own inbox.
+            timeout: Seconds of waiting in all.
+            stall: Seconds to wait for each reply after the first, or None.
+            max_msgs: The replies after which the iteration ends, or None.
+            sentinel: Called with each reply; False ends the replies.  None: no sentinel.
+            closed_by: Says what closed the connection, asked when that happens.
+
+        Raises:
+            : Nothing.
+        """
         self._sub = sub
         self._closed_by = closed_by  # what closed the connection, asked when it happens
         self._left = timeout  # waiting time left in the total
@@ -111,12 +129,17 @@ class Replies:
         return msg
 
     def stop(self) -> None:
-        """End the replies: the inbox's interest goes now."""
+        """End the replies: the inbox's interest goes now.
+
+        Raises:
+            : Nothing; stopping ended replies does nothing.
+        """
         if not self._sub.is_closed:
             self._sub.unsubscribe()
 
     @property
     def closed(self) -> bool:
+        """Whether the inbox takes no further replies (those already received are still given)."""
         return self._sub.is_closed
 
     def __enter__(self) -> Replies:

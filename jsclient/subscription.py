@@ -71,6 +71,21 @@ class Subscription:
         pending_msgs_limit: int,
         pending_bytes_limit: int,
     ) -> None:
+        """Made by :meth:`Connection.subscribe`, which registers it; not called directly.
+
+        Args:
+            conn: The connection it belongs to.
+            sid: Its id on the connection.
+            subject: The subject it receives.
+            queue: Its queue group, or None.
+            cb: The callback each message goes to, on the subscription's own thread; None to take them.
+            max_msgs: The messages after which it ends by itself, or None.
+            pending_msgs_limit: Messages it holds before it drops new ones.
+            pending_bytes_limit: Payload bytes it holds before it drops new ones.
+
+        Raises:
+            : Nothing.
+        """
         self._conn = conn
         self.sid = sid
         self.subject = subject
@@ -94,7 +109,7 @@ class Subscription:
         self._closed: type[Error] | None = None
         self._dispatcher: threading.Thread | None = None
         self._busy = False  # the dispatcher holds a message (guarded by _cond)
-        #: Internal (the delivery port): reader-thread hook of a layer above (JetStream) that sees every
+        #: Internal (the delivery port), a reader-thread hook of a layer above (JetStream) that sees every
         #: message first and returns True to consume it.  Quick, never blocking.
         self.arrival_hook: Callable[[Msg], bool] | None = None
         # An error the next take raises once the queue is empty (guarded by _cond).
@@ -165,14 +180,17 @@ class Subscription:
     # -- taking side -------------------------------------------------------
     @property
     def pending_msgs(self) -> int:
+        """Messages queued, not yet taken."""
         return len(self._queue)
 
     @property
     def pending_bytes(self) -> int:
+        """Payload bytes queued, not yet taken."""
         return max(0, self._bytes_in - self._bytes_out)
 
     @property
     def is_closed(self) -> bool:
+        """Whether no more messages will arrive (unsubscribed, drained, ``max_messages`` reached, or closed)."""
         return self._closed is not None
 
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
@@ -181,13 +199,41 @@ class Subscription:
         Raises :class:`jsclient.TimeoutError` when nothing arrives in time and
         :class:`SubscriptionClosedError` (or ConnectionClosedError) once the
         subscription has ended and its queue is empty.
+
+        Args:
+            timeout: Seconds to wait for a message; ``None``, no limit; ``0``, only one already queued.
+
+        Returns:
+            The next message, in the order they arrived.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            TimeoutError: No message within ``timeout``.
+            SubscriptionClosedError: The subscription ended (unsubscribed, drained, or ``max_messages``
+                reached) and nothing is queued.
+            ConnectionClosedError: The connection closed and nothing is queued (ForkedConnectionError in a
+                forked child).
+            Error: The subscription has a callback: its messages go there.
         """
         if self._cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
         return self.take(take_limit(timeout))
 
     def take(self, timeout: float | None) -> Msg:
-        """Internal (the delivery port): :meth:`next_msg` without its checks, for the layers above."""
+        """Internal (the delivery port): :meth:`next_msg` without its checks, for the layers above.
+
+        Args:
+            timeout: Seconds to wait, already checked; ``None``, no limit; ``0``, only one already queued.
+
+        Returns:
+            The next message.
+
+        Raises:
+            TimeoutError: No message within ``timeout``.
+            SubscriptionClosedError: The subscription ended and nothing is queued.
+            ConnectionClosedError: The connection closed and nothing is queued.
+            Error: The error an :meth:`interrupt` left, once the queue is empty (raised once).
+        """
         try:
             msg = self._queue.popleft()
         except IndexError:
@@ -199,6 +245,12 @@ class Subscription:
         """Internal (the delivery port): have the next take raise ``reason`` once, when the queue is empty.
 
         Any thread; a taker waiting now is woken.
+
+        Args:
+            reason: The error to raise.
+
+        Raises:
+            : Nothing.
         """
         with self._cond:
             self._pending_error = reason
@@ -283,19 +335,54 @@ class Subscription:
     # -- ending ------------------------------------------------------------
     @renamed_keywords(max_msgs="max_messages")
     def unsubscribe(self, max_messages: int | None = None) -> None:
-        """Stop now (discarding what is queued) or, with ``max_messages``, after that many in total."""
+        """Stop now (discarding what is queued) or, with ``max_messages``, after that many in total.
+
+        Args:
+            max_messages: End after this many messages in all (those received so far count); if that many
+                have already come, end now.
+
+        Raises:
+            InvalidArgumentError: ``max_messages`` is not an int >= 1, or ``max_msgs=`` is given beside it.
+            SubscriptionClosedError: With ``max_messages``, the subscription has already ended.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         self._conn.core.unsubscribe(self, max_messages)
 
     def drain(self, timeout: Timeout = DEFAULT) -> None:
         """Stop receiving, then wait until every queued message has been taken or handled.
 
         ``timeout`` defaults to the connection's ``drain_timeout`` option.
+
+        Args:
+            timeout: Seconds the drain may take; ``None``, no limit; ``0`` is refused (see :doc:`/conventions`).
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            TimeoutError: The server did not confirm the end in time, or messages were still queued (or the
+                callback still busy) when ``timeout`` ran out.
+            ConnectionLostError: The link broke before the server confirmed the end.
+            ConnectionClosedError: The connection closed while waiting for the server.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         conn = self._conn
         conn.core.drain_subscription(self, answer_limit(timeout, conn.options.drain_timeout))
 
     def stop_receiving(self, timeout: Timeout = DEFAULT) -> None:
-        """Internal (the delivery port): :meth:`drain` without waiting for the queue to be taken."""
+        """Internal (the delivery port): :meth:`drain` without waiting for the queue to be taken.
+
+        Args:
+            timeout: Seconds to wait for the server; ``None``, no limit; left out, ``drain_timeout``.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            TimeoutError: The server did not confirm the end in time.
+            ConnectionLostError: The link broke before the server confirmed the end.
+            ConnectionClosedError: The connection closed while waiting for the server.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
         conn = self._conn
         conn.core.stop_receiving(self, answer_limit(timeout, conn.options.drain_timeout))
 

@@ -174,6 +174,12 @@ def test_bad_input_is_named_and_what_went_before_is_stored(fast: jsclient.JetStr
     with pytest.raises(jsclient.InvalidArgumentError, match=r"batch message 2.*2 earlier message\(s\) stored"):
         fast.publish_stream(entries)
     assert _stored(fast) == [b"1", b"2"]
+    # A payload that is not bytes-like is a BadPayloadError (a TypeError): it ends the batch the same way.
+    with pytest.raises(jsclient.BadPayloadError, match=r"batch message 1.*1 earlier message\(s\) stored"):
+        fast.publish_stream([("fast.ok", b"5"), ("fast.ok", "text")])
+    assert _stored(fast) == [b"1", b"2", b"5"]
+    with pytest.raises(jsclient.BadPayloadError, match="batch message 0"):
+        fast.publish_stream([("fast.ok", 7)])
 
 
 def test_a_stream_without_batches_is_named(js: jsclient.JetStream) -> None:

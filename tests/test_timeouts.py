@@ -36,7 +36,7 @@ ANSWER = {
     "Connection.request_async", "Connection.request_many", "Connection.rtt", "Consumer.fetch", "Consumer.next_msg",
     "JetStream.__init__", "JetStream.atomic_batch", "JetStream.consumer_info", "JetStream.counter_add",
     "JetStream.counter_get", "JetStream.counter_get_many", "JetStream.direct_get", "JetStream.direct_get_batch",
-    "JetStream.direct_get_last_for_subjects", "JetStream.publish", "JetStream.publish_async",
+    "JetStream.direct_get_last_for_subjects", "JetStream.get_msg", "JetStream.publish", "JetStream.publish_async",
     "JetStream.publish_batch", "JetStream.publish_stream", "Msg.ack_sync", "ObjectStore.get", "ObjectStore.get_bytes",
     "ObjectStore.get_file", "ObjectStore.put", "OrderedConsumer.fetch", "OrderedConsumer.next_msg",
     "OrderedSubscription.drain", "PullSubscription.drain", "PullSubscription.fetch", "PushSubscription.drain",
@@ -140,6 +140,7 @@ LATE_CALLS: dict[str, Callable[[jsclient.JetStream, dict[str, Any]], object]] = 
     "consumer_info": lambda js, t: js.consumer_info("LATE", "C", **t),
     "direct_get by seq": lambda js, t: js.direct_get("LATE", 1, **t),
     "direct_get last": lambda js, t: js.direct_get("LATE", last_by_subj="to.a", **t),
+    "get_msg": lambda js, t: js.get_msg("LATE", 1, **t),
 }
 
 
@@ -232,6 +233,7 @@ ZERO: dict[str, Callable[[jsclient.Connection, jsclient.JetStream, dict[str, Any
     "JetStream.direct_get_last_for_subjects": lambda nc, js, o: js.direct_get_last_for_subjects(
         "ZERO", ["zero.a"], timeout=0
     ),
+    "JetStream.get_msg": lambda nc, js, o: js.get_msg("ZERO", 1, timeout=0),
     "JetStream.publish": lambda nc, js, o: js.publish("zero.a", b"", timeout=0),
     "JetStream.publish_async": lambda nc, js, o: js.publish_async("zero.a", b"", timeout=0),
     "JetStream.publish_batch": lambda nc, js, o: js.publish_batch([("zero.a", b"")], timeout=0),

@@ -58,8 +58,8 @@ class Admin:
             raise JetStreamNotEnabledError(
                 503, 0, f"no JetStream responded on {subject!r}: not enabled (or not for this account or domain)"
             ) from None
-        except TimeoutError as exc:
-            raise TimeoutError(f"JetStream API {subject!r}: {exc}") from None
+        except TimeoutError as exc:  # named after the API call; how it ended (a lost link, say) is kept
+            raise TimeoutError(f"JetStream API {subject!r}: {exc}", outcome=exc.outcome, failure=exc.failure) from None
         return reply.data
 
     def _call(self, suffix: str, body: Any, kind: type[T], timeout: float | None = None, *, level: int = 0) -> T:
@@ -157,6 +157,7 @@ class Admin:
         last_by_subj: str | None,
         next_by_subj: str | None,
         start_time: dt.datetime | None,
+        timeout: float,
     ) -> StoredMsg:
         api.check_name("stream name", stream)
         body: dict[str, Any] = {}
@@ -181,7 +182,7 @@ class Admin:
             self._js.require(features.START_TIME_GET)  # 2.10 answers "bad request", or ignores it beside next_by_subj
         if not body:
             raise InvalidArgumentError("get_msg needs seq, last_by_subj, next_by_subj or start_time")
-        return self._call(f"STREAM.MSG.GET.{stream}", body, api.MsgGetReply).message
+        return self._call(f"STREAM.MSG.GET.{stream}", body, api.MsgGetReply, timeout).message
 
     def delete_msg(self, stream: str, seq: int, erase: bool) -> bool:
         api.check_name("stream name", stream)

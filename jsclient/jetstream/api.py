@@ -158,6 +158,19 @@ T = TypeVar("T")
 
 
 class AccountLimits(ReplyStruct):
+    """What JetStream allows the account; -1 means no limit.
+
+    Attributes:
+        max_memory: The most bytes all its memory streams may hold.
+        max_storage: The most bytes all its file streams may hold.
+        max_streams: The most streams it may have.
+        max_consumers: The most consumers it may have.
+        max_ack_pending: The highest ``max_ack_pending`` a consumer of it may have.
+        memory_max_stream_bytes: The highest ``max_bytes`` a memory stream of it may have.
+        storage_max_stream_bytes: The highest ``max_bytes`` a file stream of it may have.
+        max_bytes_required: Whether every stream of it must set ``max_bytes``.
+    """
+
     max_memory: int = 0
     max_storage: int = 0
     max_streams: int = 0
@@ -169,12 +182,33 @@ class AccountLimits(ReplyStruct):
 
 
 class APIStats(ReplyStruct):
+    """The account's use of the JetStream API, as counted by the server that answered.
+
+    Attributes:
+        total: How many API requests it has made.
+        errors: How many of them the server answered with an error.
+        level: The JetStream API level of that server (server 2.11+; 0 from older ones): which features it
+            has.
+    """
+
     total: int = 0
     errors: int = 0
     level: int = 0
 
 
 class AccountInfo(ReplyStruct):
+    """What JetStream says of the account: what it uses, and what it may use.
+
+    Attributes:
+        memory: Bytes held by its memory streams.
+        storage: Bytes held by its file streams.
+        streams: How many streams it has.
+        consumers: How many consumers it has.
+        limits: What it may use.
+        api: Its use of the JetStream API.
+        domain: The JetStream domain that answered, if it has one.
+    """
+
     memory: int = 0
     storage: int = 0
     streams: int = 0
@@ -185,7 +219,16 @@ class AccountInfo(ReplyStruct):
 
 
 class PubAck(msgspec.Struct, kw_only=True, gc=False):
-    """The server's acknowledgement of a JetStream publish (``val``: a counter's new total, as text)."""
+    """The server's acknowledgement of a JetStream publish.
+
+    Attributes:
+        stream: The stream that stored the message.
+        seq: The sequence it got there.
+        duplicate: Whether the stream had already stored a message with the same ``Nats-Msg-Id`` within its
+            duplicate window, so did not store this one again; ``seq`` is then the earlier message's.
+        domain: The stream's JetStream domain, if it has one.
+        val: On a counter stream: the counter's new total, as text (it may exceed 64 bits); else None.
+    """
 
     stream: str
     seq: int
@@ -222,7 +265,16 @@ class _PubAckReply(AckReply, kw_only=True):
 
 
 class StoredMsg(msgspec.Struct, kw_only=True):
-    """A message as STREAM.MSG.GET returns it (headers and data base64-encoded on the wire)."""
+    """A message as STREAM.MSG.GET returns it (headers and data base64-encoded on the wire).
+
+    Attributes:
+        subject: The subject it was published on.
+        seq: Its sequence in the stream.
+        data: Its body.
+        hdrs: Its headers, as the raw header block (``NATS/1.0`` and the header lines), or None when it has
+            none.
+        time: When the stream stored it.
+    """
 
     subject: str
     seq: int

@@ -82,7 +82,17 @@ class APIStruct(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
                 setattr(self, name, _as_duration(name, value))
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form, with the fields the server sent that this class does not declare."""
+        """The JSON-ready form, with the fields the server sent that this class does not declare.
+
+        Returns:
+            The object as the server writes it, in dicts, lists, strings, numbers, booleans and None: the
+            server's field names, durations in integer nanoseconds, times as RFC 3339 strings; a request
+            field left unset is left out.
+
+        Raises:
+            NotImplementedError: A field was set by hand to a value that has no JSON form (a decoded reply
+                always converts).
+        """
         out: dict[str, Any] = msgspec.to_builtins(self, enc_hook=_enc_hook)
         _merge_unknown(self, out)
         return out

@@ -43,7 +43,15 @@ _FORBIDDEN = ("Nats-Expected-Last-Msg-Id", BATCH_ID, BATCH_SEQUENCE, BATCH_COMMI
 
 
 class BatchAck(msgspec.Struct, kw_only=True, frozen=True):
-    """The ack of a committed batch: ``seq`` is its last message's stream sequence."""
+    """The ack of a committed batch: ``seq`` is its last message's stream sequence.
+
+    Attributes:
+        stream: The stream that stored the batch.
+        seq: The stream sequence of the batch's last message.
+        count: How many messages the batch stored.
+        batch: The batch's id.
+        domain: The JetStream domain of the stream, if it has one.
+    """
 
     stream: str
     seq: int
@@ -211,19 +219,43 @@ class AtomicBatch:
     """Messages gathered on the client and published as one atomic batch by :meth:`commit`.
 
     As a context manager it commits on a clean exit and abandons (sends
-    nothing) when the block raises.  One thread at a time.
+    nothing) when the block raises.  One thread at a time.  Make one with
+    ``js.atomic_batch()``.
+
+    Args:
+        js: The context that publishes the batch.
+        timeout: Seconds the commit waits for the batch's ack; left out, the context's; ``None``, no limit
+            (see :doc:`/conventions`).
+
+    Raises:
+        InvalidArgumentError: A bad ``timeout``.
     """
 
     def __init__(self, js: JetStream, timeout: Timeout = DEFAULT) -> None:
         self._js = js
         self._timeout = answer_limit(timeout, js.timeout)
         self._members: list[Member] = []
+        #: The batch's ack once :meth:`commit` has stored it; None before.
         self.ack: BatchAck | None = None
 
     @renamed_keywords(data="payload")
     def add(
         self, subject: str, payload: bytes = b"", *, headers: HeadersInput | None = None, msg_id: str | None = None
     ) -> None:
+        """Add a message to the batch; it stays on the client until :meth:`commit`.
+
+        Args:
+            subject: Where to publish it (no wildcards).
+            payload: Its body (bytes-like).
+            headers: Headers to send with it (not ``Nats-Expected-Last-Msg-Id`` nor the ``Nats-Batch-*``
+                ones, which the batch sets).
+            msg_id: Sets ``Nats-Msg-Id``; if the stream holds that id already, the whole batch is refused.
+
+        Raises:
+            InvalidArgumentError: A bad subject, header or ``msg_id``, a batch already committed, or a
+                1,001st message.
+            BadPayloadError: ``payload`` is not bytes-like.
+        """
         if self.ack is not None:
             raise InvalidArgumentError("this atomic batch was already committed")
         if len(self._members) >= MAX_BATCH_MESSAGES:
@@ -235,6 +267,26 @@ class AtomicBatch:
         return len(self._members)
 
     def commit(self) -> BatchAck:
+        """Publish the batch: every message of it is stored, or none is.  Called again, the same ack.
+
+        Returns:
+            The batch's ack (kept in :attr:`ack` too).
+
+        Raises:
+            InvalidArgumentError: No message, or one over the server's ``max_payload``; nothing was sent.
+            BatchNotEnabledError: The stream does not take atomic batches (it needs ``allow_atomic``).
+            BatchDuplicateMsgIdError: A message's ``msg_id`` is in the stream already.
+            BatchTooLargeError: More messages than the server allows.
+            BatchTooManyInflightError: The stream or server has too many batches open; try again later.
+            BatchIncompleteError: The server abandoned the batch; sending it again is safe.
+            BatchPublishError: Any other refusal of the batch (none of its messages was stored).
+            BatchInterruptedError: The connection broke during the batch and the commit was not answered in
+                time; read the stream before sending it again.
+            NoStreamResponseError: No stream stores the subject of the last message.
+            TimeoutError: No ack within the batch's timeout; the batch may still have been stored.
+            ConnectionClosedError: The connection is closed or draining.
+            ReconnectBufferFullError: Reconnecting, and the batch does not fit the reconnect buffer.
+        """
         if self.ack is not None:
             return self.ack
         if not self._members:

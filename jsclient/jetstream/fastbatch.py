@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..errors import (
+    BadPayloadError,
     FastBatchError,
     InvalidArgumentError,
     JetStreamAPIError,
@@ -68,6 +69,15 @@ class FastBatchAck(msgspec.Struct, kw_only=True, frozen=True):
     reported, ``errors`` the (batch sequence, error) of messages it refused:
     both stay empty unless ``gaps="ok"`` let the batch go on past them, and
     then ``count`` is the batch's last sequence, those messages included.
+
+    Attributes:
+        stream: The stream that stored the batch.
+        seq: The stream sequence of the last message stored.
+        count: How many messages the batch had: every one stored, unless ``gaps`` or ``errors`` name some.
+        batch: The batch's id.
+        gaps: The (first lost, next received) batch sequences of each gap the server reported.
+        errors: The (batch sequence, error) of each message the stream refused.
+        domain: The JetStream domain of the stream, if it has one.
     """
 
     stream: str
@@ -226,7 +236,7 @@ def publish_stream(
         raise InvalidArgumentError("publish_stream needs at least one message") from None
     try:
         member(first, 0)  # a bad first entry is named before the control channel's SUB goes out
-    except InvalidArgumentError as exc:
+    except BAD_ENTRY as exc:
         raise _named(exc, 0) from None
     pub = _Publisher(js, gaps, flow, outstanding_acks, timeout)
     try:
@@ -284,16 +294,20 @@ def _run(pub: _Publisher, first: Any, entries: Iterator[Any]) -> FastBatchAck:
     return _result(pub, seq)
 
 
-def _named(exc: InvalidArgumentError, index: int) -> InvalidArgumentError:
-    """The error of a bad entry, saying which entry it is."""
-    return exc if str(exc).startswith("batch message") else InvalidArgumentError(f"batch message {index}: {exc}")
+#: What a bad entry raises: a bad subject, header or id, or a payload that is not bytes-like (a TypeError).
+BAD_ENTRY = (InvalidArgumentError, BadPayloadError)
+
+
+def _named(exc: InvalidArgumentError | BadPayloadError, index: int) -> InvalidArgumentError | BadPayloadError:
+    """The error of a bad entry, of its own kind, saying which entry it is."""
+    return exc if str(exc).startswith("batch message") else type(exc)(f"batch message {index}: {exc}")
 
 
 def _add_checked(pub: _Publisher, heads: dict[str, bytes], entry: Any, index: int, seq: int, op: int) -> None:
     """Any entry, checked whole; bad input ends the batch with what went before (see :func:`_stop_at`)."""
     try:
         m = member(entry, index)
-    except InvalidArgumentError as exc:
+    except BAD_ENTRY as exc:
         raise _stop_at(pub, seq - 1, _named(exc, index)) from None
     subject = m.subject.encode()
     header = encode(m.headers) if m.headers else b""
@@ -307,14 +321,16 @@ def _add_checked(pub: _Publisher, heads: dict[str, bytes], entry: Any, index: in
     pub.add(subject, header, m.payload, seq, op)
 
 
-def _stop_at(pub: _Publisher, sent: int, error: InvalidArgumentError) -> InvalidArgumentError:
-    """Bad input after ``sent`` messages: end the batch with what was sent, and say so in the error."""
+def _stop_at(
+    pub: _Publisher, sent: int, error: InvalidArgumentError | BadPayloadError
+) -> InvalidArgumentError | BadPayloadError:
+    """Bad input after ``sent`` messages: end the batch with what was sent, and say so in an error of its kind."""
     if sent == 0:
         return error
     pub.add(pub.last_subject, b"", b"", sent + 1, COMMIT_EOB)
     pub.wait(lambda: pub.final is not None, sent + 1)
     stored = pub.final.count if pub.final is not None else 0
-    return InvalidArgumentError(f"{error} (the batch was ended there: {stored} earlier message(s) stored)")
+    return type(error)(f"{error} (the batch was ended there: {stored} earlier message(s) stored)")
 
 
 def _result(pub: _Publisher, sent: int) -> FastBatchAck:

@@ -21,19 +21,30 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class SequencePair(NamedTuple):
+    """A message's two sequence numbers: in its stream, and in its consumer's deliveries."""
+
+    #: The message's sequence in the stream (the first message stored is 1).
     stream: int
+    #: The consumer's delivery sequence, which counts every delivery of the consumer, redeliveries included.
     consumer: int
 
 
 class MsgMetadata(NamedTuple):
     """Where a JetStream message sits in its stream and consumer."""
 
+    #: Its stream sequence and its consumer's delivery sequence.
     sequence: SequencePair
+    #: How many times the consumer has delivered it, this delivery included (1 the first time).
     num_delivered: int
+    #: How many messages the consumer still has to deliver after this one.
     num_pending: int
+    #: When the stream stored it, in nanoseconds since the Unix epoch (see :attr:`timestamp`).
     timestamp_ns: int
+    #: The stream's name.
     stream: str
+    #: The consumer's name.
     consumer: str
+    #: The JetStream domain, or None when the ack subject names none.
     domain: str | None
 
     @property

@@ -27,7 +27,12 @@ HeadersArg = Mapping[str, str | list[str]]
 
 @dataclass(frozen=True)
 class ObjectLink:
-    """A link's target: an object of another (or the same) bucket, or a whole bucket when ``name`` is None."""
+    """A link's target: an object of another (or the same) bucket, or a whole bucket when ``name`` is None.
+
+    Attributes:
+        bucket: The bucket the link points into.
+        name: The object it points to; None for a link to the whole bucket.
+    """
 
     bucket: str
     name: str | None = None
@@ -35,7 +40,14 @@ class ObjectLink:
 
 @dataclass(frozen=True)
 class ObjectMeta:
-    """What a put may say of an object besides its bytes (ADR-20's ObjectMeta)."""
+    """What a put may say of an object besides its bytes (ADR-20's ObjectMeta).
+
+    Attributes:
+        description: Free text about the object.
+        headers: Headers stored with the object: each name to one value or a list of values.
+        metadata: String keys and values stored with the object.
+        chunk_size: The size in bytes of the chunks the object is stored in (128 KiB when None).
+    """
 
     description: str | None = None
     headers: HeadersArg | None = None
@@ -45,7 +57,28 @@ class ObjectMeta:
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """What the store says of an object (ADR-20's ObjectInfo); ``mtime`` is the server's time of the description."""
+    """What the store says of an object (ADR-20's ObjectInfo); ``mtime`` says whose clock stamped it.
+
+    Attributes:
+        name: The object's name in its bucket.
+        bucket: Its bucket.
+        nuid: The ID of this version's chunks, stored on ``$O.<bucket>.C.<nuid>``; every put picks a new one.
+        size: Its size in bytes (0 for a deleted object or a link).
+        chunks: How many chunks it is stored in.
+        digest: ``SHA-256=`` and the URL-safe base64 of the SHA-256 of its bytes, which a read checks at its
+            end; empty for a deleted object or a link.
+        deleted: Whether it has been deleted: its description stays, with this set, and its chunks are gone.
+        mtime: When the description was stored, by the server's clock, for a description read from the
+            bucket; what ``put``, ``update_meta``, ``add_link`` and ``add_bucket_link`` return (and ``delete``,
+            when it deletes) carries the time of the call by this machine's clock instead (the stored
+            description holds none).
+        description: Free text about the object, or None.
+        headers: Its headers: each name to a list of values.
+        metadata: Its string keys and values.
+        link: What it points to, when it is a link (then ``is_link`` is true); else None.
+        max_chunk_size: The chunk size its put used, in bytes, when the description says.
+        extra: Fields another client stored that this one does not know: written back unchanged.
+    """
 
     name: str
     bucket: str
@@ -60,7 +93,6 @@ class ObjectInfo:
     metadata: dict[str, str] = field(default_factory=dict)
     link: ObjectLink | None = None
     max_chunk_size: int | None = None
-    #: Fields another client stored that this one does not know: written back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -68,7 +100,16 @@ class ObjectInfo:
         return self.link is not None
 
     def to_json(self) -> bytes:
-        """The stored form: ADR-20's JSON, without mtime (never stored)."""
+        """The stored form: ADR-20's JSON, without mtime (never stored).
+
+        Returns:
+            The JSON document, as bytes, that the bucket stores as the object's description, with the
+            fields of :attr:`extra` kept.
+
+        Raises:
+            TypeError: A field was set by hand to a value that has no JSON form (a description read from a
+                bucket always converts).
+        """
         out: dict[str, Any] = dict(self.extra)
         out.update(name=self.name, bucket=self.bucket, nuid=self.nuid, size=self.size, chunks=self.chunks)
         if self.digest:
