@@ -26,11 +26,12 @@ from typing import Any
 class RequestOutcome(enum.Enum):
     """How far a failed request got: whether the responder may have acted on it."""
 
-    #: It may have been processed: it left (or may still leave) for the server, and no answer came back.
+    #: It may have been processed; it left (or may still leave) for the server, and no answer came back.
     UNKNOWN = "unknown"
-    #: Definitely not processed: refused before sending, or the server found no responder for it.
+    #: Definitely not processed; refused before sending, or the server found no responder for it.
     NOT_DELIVERED = "not_delivered"
-    #: Definitely not applied: the responder answered with an error (a JetStream API error).
+    #: Definitely not applied; the responder answered with an error (a JetStream API error), or a read found
+    #: nothing (a key, bucket or object that does not exist).
     REFUSED = "refused"
 
 
@@ -41,7 +42,7 @@ class RequestFailure(enum.Enum):
     TIMED_OUT = "timed_out"
     #: The server answered that nobody is subscribed (status 503).
     NO_RESPONDERS = "no_responders"
-    #: The link broke: the request waited through a reconnect in vain, or the connection closed after it broke.
+    #: The link broke; the request waited through a reconnect in vain, or the connection closed after it broke.
     CONNECTION_LOST = "connection_lost"
     #: ``drain()`` ended the connection (or was under way and took no new messages).
     DRAINED = "drained"
@@ -243,14 +244,17 @@ class JetStreamAPIError(JetStreamError):
 
     ``code`` is the HTTP-like status, ``err_code`` the server's specific code
     (see the server's errors.json), ``description`` its text.  ``retriable``
-    tells retry policies whether trying again may succeed.
+    tells retry policies whether trying again may succeed.  ``outcome``,
+    given, replaces the class's (REFUSED) for this instance.
     """
 
     retriable = False
     outcome = RequestOutcome.REFUSED
 
-    def __init__(self, code: int = 0, err_code: int = 0, description: str = "") -> None:
-        super().__init__(f"{description} (status {code}, err_code {err_code})")
+    def __init__(
+        self, code: int = 0, err_code: int = 0, description: str = "", *, outcome: RequestOutcome | None = None
+    ) -> None:
+        super().__init__(f"{description} (status {code}, err_code {err_code})", outcome=outcome)
         self.code = code
         self.err_code = err_code
         self.description = description
@@ -385,12 +389,17 @@ class FeatureNotSupportedError(JetStreamAPIError):
     """The server is too old for a JetStream feature (ADR-44 API levels).
 
     Raised before sending when the connected server's API level is below
-    the feature's, and mapped from the server's own 10185 answer (a request
-    carrying ``Nats-Required-Api-Level`` reached an older JetStream server).
+    the feature's: then its ``outcome`` is NOT_DELIVERED (nothing was sent).
+    Also mapped from the server's own 10185 answer (a request carrying
+    ``Nats-Required-Api-Level`` reached an older JetStream server), or raised
+    when an older server misread a request: then REFUSED (a server
+    answered, and applied nothing).
     """
 
-    def __init__(self, code: int = 412, err_code: int = 10185, description: str = "") -> None:
-        super().__init__(code, err_code, description or "JetStream minimum api level required")
+    def __init__(
+        self, code: int = 412, err_code: int = 10185, description: str = "", *, outcome: RequestOutcome | None = None
+    ) -> None:
+        super().__init__(code, err_code, description or "JetStream minimum api level required", outcome=outcome)
 
 
 class MessageTTLError(JetStreamAPIError):
@@ -565,7 +574,12 @@ class MessageGapError(JetStreamError):
 
 
 class JetStreamSubscribeError(JetStreamError, ValueError):
-    """A subscription cannot bind to the consumer as asked (the text says which check failed)."""
+    """A subscription cannot bind to the consumer as asked (the text says which check failed).
+
+    Raised before subscribing or creating anything, so ``outcome`` is NOT_DELIVERED.
+    """
+
+    outcome = RequestOutcome.NOT_DELIVERED
 
 
 # -- key-value -----------------------------------------------------------------
@@ -576,11 +590,23 @@ class KeyValueError(JetStreamError):
 
 
 class BucketNotFoundError(KeyValueError):
-    """No bucket of that name."""
+    """No bucket of that name.
+
+    The server answered that the bucket's stream does not exist, so ``outcome`` is REFUSED: a definite
+    answer, and nothing was changed.
+    """
+
+    outcome = RequestOutcome.REFUSED
 
 
 class KeyNotFoundError(KeyValueError):
-    """The key has no value (never set, or deleted/purged)."""
+    """The key has no value (never set, or deleted/purged).
+
+    The read was answered, with nothing (or a delete marker), so ``outcome`` is REFUSED: a definite
+    answer, and nothing was changed.
+    """
+
+    outcome = RequestOutcome.REFUSED
 
 
 class KeyDeletedError(KeyNotFoundError):
@@ -592,12 +618,31 @@ class KeyDeletedError(KeyNotFoundError):
         self.entry = entry
 
 
-class KeyExistsError(KeyValueError):
-    """create(): the key already has a value."""
+class KeyExistsError(KeyValueError, WrongLastSequenceError):
+    """create(): the key already has a value.
+
+    The stream refused the write (it expected the key to have no revision), so this is also a
+    :class:`WrongLastSequenceError`, a :class:`JetStreamAPIError`: ``code``, ``err_code`` and
+    ``description`` are the server's refusal, ``outcome`` is REFUSED and ``__cause__`` is the refusal
+    itself.  ``str()`` is ``message``.
+    """
+
+    def __init__(self, message: str, *, code: int = 400, err_code: int = 10071, description: str = "") -> None:
+        super().__init__(code, err_code, description or message)
+        self.args = (message,)
 
 
-class KeyWrongRevisionError(KeyValueError):
-    """update(): the key's revision is not the one given."""
+class KeyWrongRevisionError(KeyValueError, WrongLastSequenceError):
+    """update() (or delete/purge with ``last``): the key's revision is not the one given.
+
+    The stream refused the write, so this is also a :class:`WrongLastSequenceError`, a
+    :class:`JetStreamAPIError`: ``code``, ``err_code`` and ``description`` are the server's refusal,
+    ``outcome`` is REFUSED and ``__cause__`` is the refusal itself.  ``str()`` is ``message``.
+    """
+
+    def __init__(self, message: str, *, code: int = 400, err_code: int = 10071, description: str = "") -> None:
+        super().__init__(code, err_code, description or message)
+        self.args = (message,)
 
 
 # -- object store ----------------------------------------------------------------
@@ -608,15 +653,32 @@ class ObjectStoreError(JetStreamError):
 
 
 class ObjectStoreNotFoundError(ObjectStoreError):
-    """No object store (bucket) of that name."""
+    """No object store (bucket) of that name.
+
+    The server answered that the bucket's stream does not exist, so ``outcome`` is REFUSED: a definite
+    answer, and nothing was changed.
+    """
+
+    outcome = RequestOutcome.REFUSED
 
 
 class ObjectNotFoundError(ObjectStoreError):
-    """No such object (never stored, or deleted), or its chunks went while it was being read."""
+    """No such object (never stored, or deleted), or its chunks went while it was being read.
+
+    The read was answered, with nothing, so ``outcome`` is REFUSED: a definite answer, and nothing was
+    changed.
+    """
+
+    outcome = RequestOutcome.REFUSED
 
 
 class ObjectExistsError(ObjectStoreError):
-    """A rename or a link would replace an object that exists."""
+    """A rename or a link would replace an object that exists.
+
+    Found by reading before writing: the write was not sent, so ``outcome`` is NOT_DELIVERED.
+    """
+
+    outcome = RequestOutcome.NOT_DELIVERED
 
 
 class DigestMismatchError(ObjectStoreError):

@@ -146,7 +146,7 @@ class NatsServer:
         self.port = port or free_port()
         self.monitor_port = free_port()
         if (websocket_cert_file is None) != (websocket_key_file is None):
-            raise ValueError("websocket_cert_file and websocket_key_file go together")
+            raise InvalidArgumentError("websocket_cert_file and websocket_key_file go together")
         #: The WebSocket listener's port (None without one); TLS when a certificate is given.
         self.ws_port = free_port() if websocket else None
         self._ws_tls = (websocket_cert_file, websocket_key_file) if websocket_cert_file else None
@@ -363,7 +363,7 @@ class NatsCluster:
         binary: str | None = None,
     ) -> None:
         if size < 2:
-            raise ValueError("a cluster needs at least 2 servers")
+            raise InvalidArgumentError("a cluster needs at least 2 servers")
         cluster_ports = [free_port() for _ in range(size)]
         self.servers: list[NatsServer] = []
         for i, cport in enumerate(cluster_ports):

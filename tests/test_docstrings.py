@@ -107,9 +107,9 @@ def problems(where: str, obj: Any) -> list[str]:
             if star + param.name not in documented and param.name not in documented:
                 out.append(f"{label}: parameter {param.name} is not under Args")
         returns = signature.return_annotation
-        if name != "__init__" and returns not in (None, "None", inspect.Signature.empty):
-            if "Returns" not in parts and "Yields" not in parts:
-                out.append(f"{label}: no Returns (or Yields)")
+        gives = name != "__init__" and returns not in (None, "None", inspect.Signature.empty)
+        if gives and "Returns" not in parts and "Yields" not in parts:
+            out.append(f"{label}: no Returns (or Yields)")
         if not error_class and "Raises" not in parts:
             out.append(f"{label}: no Raises")
     return out

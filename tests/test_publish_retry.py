@@ -6,9 +6,13 @@ attempts on the wire, so no resubmission by the test can stand in for the librar
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import jsclient
+from jsclient.backoff import Backoff
+from jsclient.jetstream import publisher
 from jsclient.jetstream.context import PUBLISH_RETRY
 from jsclient.server import NatsServer
 
@@ -36,5 +40,75 @@ def test_publish_asks_again_on_no_responders_then_raises(server: NatsServer) -> 
                 future.result(timeout=10)
             nc.flush()  # the connection stays healthy
             assert sent.count(b"PUB nostream.y ") == 1 + 2
+        finally:
+            nc.close()
+
+
+def test_publish_retries_share_the_calls_one_timeout(server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tries of a publish nobody answers (every one a 503) stop within its one timeout: counted, not timed.
+
+    A retry policy of many short pauses (40 retries, 0.05 s apart) makes a call that gave every retry the
+    whole timeout again run for about 2 s past a 0.52 s timeout, sending 41 times.  Sharing the deadline,
+    retry k (k >= 2) starts only after the pauses before it, which a sleep never cuts short, and only before
+    the deadline: so no more retries can be made than start within 0.52 s of pauses, however slow the
+    machine (a slow one makes fewer).  The test counts the PUBs on the wire (the proxy only watches what
+    the client sends) against that bound, which holds with no clock read by the test; the error says how
+    many tries were made and that the timeout ended them.
+    """
+    retries = 40
+    policy = Backoff(initial=0.05, maximum=0.05, attempts=retries)
+    monkeypatch.setattr(publisher, "PUBLISH_RETRY", policy)
+    timeout = 0.52
+    # Pauses before retry k: none before the first, then delay(1) + ... + delay(k - 1).
+    fits = [k for k in range(1, retries + 1) if sum(policy.delay(i) for i in range(1, k)) < timeout]
+    most = 1 + len(fits)  # the first try and every retry whose pauses end before the deadline
+    assert most == 12
+    sent = bytearray()
+
+    def watch(chunk: bytes) -> bytes:
+        sent.extend(chunk)
+        return chunk
+
+    with FrameProxy(server.host_port, upstream_filter=watch) as proxy:
+        nc = jsclient.connect(proxy.url)
+        try:
+            js = nc.jetstream()
+            with pytest.raises(jsclient.NoStreamResponseError) as info:
+                js.publish("nostream.deadline", b"1", timeout=timeout)
+            nc.flush()
+            tries = sent.count(b"PUB nostream.deadline ")
+            assert 1 <= tries <= most < 1 + retries
+            assert f"({tries} tries; no time was left for another within the 0.52 s timeout)" in str(info.value)
+            assert info.value.outcome is jsclient.RequestOutcome.NOT_DELIVERED
+        finally:
+            nc.close()
+
+
+def test_a_retry_is_given_only_the_time_left(server: NatsServer) -> None:
+    """The first try gets a 503; the proxy drops every later one, so the immediate retry waits for its reply.
+
+    Its TimeoutError names the seconds that retry was given: less than the call's timeout, the rest of
+    the one deadline (a retry given the whole timeout again would name 1.5 s, and the call would take 3).
+    Read from the error, not from a clock.
+    """
+    seen = [0]
+
+    def drop_later_503s(frame: bytes) -> bytes:
+        if frame.startswith(b"HMSG ") and b"NATS/1.0 503" in frame:
+            seen[0] += 1
+            if seen[0] > 1:
+                return b""
+        return frame
+
+    with FrameProxy(server.host_port, drop_later_503s) as proxy:
+        nc = jsclient.connect(proxy.url)
+        try:
+            js = nc.jetstream()
+            with pytest.raises(jsclient.TimeoutError) as info:
+                js.publish("nostream.left", b"1", timeout=1.5)
+            given = re.search(r"no response within ([0-9.e-]+) s", str(info.value))
+            assert given is not None, str(info.value)
+            assert 0 < float(given.group(1)) < 1.5
+            assert seen[0] == 2  # the first try's 503 and the retry's, dropped
         finally:
             nc.close()

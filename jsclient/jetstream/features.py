@@ -25,7 +25,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ..errors import FeatureNotSupportedError
+from ..errors import FeatureNotSupportedError, RequestOutcome
 from ..release import announced
 from .api import AckPolicy, ConsumerConfig, PersistMode, PriorityPolicy, StreamConfig
 
@@ -85,7 +85,8 @@ def supports(info: Mapping[str, Any], feature: Feature) -> bool:
 
 def require(info: Mapping[str, Any], features: list[Feature]) -> int:
     """The level ``features`` need; FeatureNotSupportedError names the one the server lacks that needs the
-    newest release (so the release it names is enough for them all)."""
+    newest release (so the release it names is enough for them all), before anything is sent (its outcome is
+    NOT_DELIVERED)."""
     needed = max((f.level for f in features), default=0)
     if needed:
         have = server_level(info)
@@ -96,7 +97,8 @@ def require(info: Mapping[str, Any], features: list[Feature]) -> int:
                 description=(
                     f"{feature.name} needs nats-server {feature.version} or newer (JetStream API level "
                     f"{feature.level}); the connected server is {version} (API level {have})"
-                )
+                ),
+                outcome=RequestOutcome.NOT_DELIVERED,  # refused here: nothing was sent
             )
     return needed
 

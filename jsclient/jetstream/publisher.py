@@ -13,6 +13,7 @@ the fork would stay held.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from .context import JetStream
 
 #: A 503 from a JetStream publish usually means a leader election: four more tries after the first, 50 ms
-#: doubling up to 1 s apart.
+#: doubling up to 1 s apart.  A blocking publish makes them only while its one timeout lasts.
 PUBLISH_RETRY = Backoff(initial=0.05, maximum=1.0, attempts=4)
 
 
@@ -186,11 +187,14 @@ class Publisher:
         """:meth:`JetStream.publish <jsclient.jetstream.context.JetStream.publish>`, its ``timeout`` resolved."""
         hdrs = headers if options is NO_OPTIONS else options.headers(subject, headers, self._js.require)
         js = self._js
+        deadline = time.monotonic() + wait  # the one deadline of the first try and every retry
         try:
             reply = js.conn.core.request(subject, payload, wait, hdrs, api.PUB_ACK_REPLY)
         except NoRespondersError:
             request = js.conn.request
-            reply = _retry_unanswered(lambda: request(subject, payload, timeout=wait, headers=hdrs), subject)
+            reply = _retry_unanswered(
+                lambda left: request(subject, payload, timeout=left, headers=hdrs), subject, wait, deadline
+            )
         if isinstance(reply, PubAck):
             return reply  # read as it arrived
         return api.decode_pub_ack(reply.data)
@@ -300,15 +304,35 @@ class Publisher:
                 )
 
 
-def _retry_unanswered(send: Callable[[], Msg], subject: str) -> Msg:
-    """Send again, with backoff, while no stream answers (a leader election); then NoStreamResponseError."""
-    try:
-        for attempt in PUBLISH_RETRY.retrying(on=(NoRespondersError,)):
-            with attempt:
-                return send()
-    except NoRespondersError:
-        pass
-    raise no_stream(subject)
+def _retry_unanswered(send: Callable[[float], Msg], subject: str, wait: float, deadline: float) -> Msg:
+    """Send again, with backoff, while no stream answers (a leader election); then NoStreamResponseError.
+
+    The first try already failed.  The retries share the call's ``deadline`` (``wait`` seconds after the
+    first try began): ``send(left)`` is given only the time left, and a retry whose backoff would end at
+    or past the deadline is not made.  PUBLISH_RETRY's schedule: the first retry at once, then
+    ``delay(1)``, ``delay(2)``, ... before each next one, ``attempts`` retries at most.
+    """
+    tries = 1
+    attempts = PUBLISH_RETRY.attempts
+    why = f"no time was left for another within the {wait:g} s timeout"  # what a break means
+    while attempts is None or tries <= attempts:
+        pause = PUBLISH_RETRY.delay(tries - 1) if tries > 1 else 0.0
+        if time.monotonic() + pause >= deadline:
+            break
+        if pause:
+            time.sleep(pause)
+        left = deadline - time.monotonic()
+        if left <= 0:  # the sleep ended past the deadline
+            break
+        tries += 1
+        try:
+            return send(left)
+        except NoRespondersError:
+            pass
+    else:
+        why = "as many as the retry policy makes"
+    made = "1 try" if tries == 1 else f"{tries} tries"
+    raise NoStreamResponseError(f"{no_stream(subject)} ({made}; {why})")
 
 
 def _decode_async_ack(msg: Msg, subject: str) -> PubAck:

@@ -24,7 +24,6 @@ import dataclasses
 import gc
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable
@@ -65,15 +64,16 @@ class Call:
         return f"{self.process} {self.op}({self.key}) {spent} of {self.budget:.2f}s: {self.status}{detail}"
 
 
-#: nats-server's answer to a compare-and-set that found another revision: "wrong last sequence: 4022".
-#: Without the number it is the in-process refusal (``NewJSStreamWrongLastSequenceConstantError``).
-STALE_REVISION = re.compile(r"wrong last sequence: \d+")
+#: The server's code for a compare-and-set that found the key at another revision (JSStreamWrongLastSequenceErrF,
+#: "wrong last sequence: 4022"). 10164 (JSStreamWrongLastSequenceConstantErr) is the refusal while another
+#: update of the key is in flight: not applied, but it says nothing of the key's revision.
+STALE_REVISION = 10071
 
 
 def classify(exc: BaseException) -> str:
     """The status of a call that raised ``exc`` (see the module docstring)."""
     if isinstance(exc, KeyWrongRevisionError):
-        return "fail" if STALE_REVISION.search(str(exc)) else "conflict"
+        return "fail" if exc.err_code == STALE_REVISION else "conflict"
     if not isinstance(exc, jsclient.Error):
         return "crash"
     if exc.outcome is RequestOutcome.UNKNOWN:

@@ -122,8 +122,17 @@ def create_streams(js: jsclient.JetStream) -> dict[str, tuple[int, str]]:
     bucket = msgspec.structs.replace(bucket_config(BUCKET, replicas=3), max_msgs_per_subject=-1)
     retrying("add_stream KV", lambda: js.add_stream(bucket))
     kv = js.key_value(BUCKET)
-    return {key: (retrying(f"create {key}", functools.partial(kv.create, key, f"init-{key}".encode())),
-                  f"init-{key}") for key in KEYS}
+    return {key: (create_once(kv, key, f"init-{key}"), f"init-{key}") for key in KEYS}
+
+
+def create_once(kv: jsclient.KeyValue, key: str, value: str) -> int:
+    """The key's first revision: a create whose answer was lost but which was stored is found by reading back."""
+    try:
+        return int(retrying(f"create {key}", functools.partial(kv.create, key, value.encode())))
+    except jsclient.KeyExistsError:
+        entry = retrying(f"get {key}", functools.partial(kv.get, key))
+        assert entry.value == value.encode() and entry.revision, entry  # ours, from the try whose answer was lost
+        return int(entry.revision)
 
 
 def read_back(nemesis: Nemesis, stream: str, subject: str) -> list[jsclient.Msg]:

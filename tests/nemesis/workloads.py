@@ -406,6 +406,8 @@ def retrying(what: str, fn: Callable[[], Any], seconds: float = 60.0) -> Any:
     while True:
         try:
             return fn()
+        except jsclient.KeyValueError:
+            raise  # a key's refusal is the server's definite answer, not a cluster still starting
         except (jsclient.JetStreamAPIError, jsclient.TimeoutError) as exc:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the cluster never answered {what} in {seconds} s") from exc
