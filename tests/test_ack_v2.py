@@ -116,3 +116,15 @@ def test_spark_reader(spark: Any, v2_server: NatsServer, v2_js: jsclient.JetStre
         stored = v2_js.get_msg("V2", seq=r.seq)
         assert (r.subject, bytes(r.data), r.stream) == (stored.subject, stored.data, "V2")
         assert abs(r.timestamp.astimezone(dt.UTC) - stored.time) < dt.timedelta(milliseconds=1)
+
+
+def test_stream_info_carries_the_domain(v2_server: NatsServer) -> None:
+    """Every field of the server's answer reaches StreamInfo (domain was dropped when the fields were listed)."""
+    with jsclient.connect(v2_server.url) as nc:
+        js = nc.jetstream(domain=v2_server.domain)
+        js.add_stream(name="INFODOM", subjects=["infodom"])
+        try:
+            info = js.stream_info("INFODOM")
+            assert info.domain == v2_server.domain and info.config.name == "INFODOM"
+        finally:
+            js.delete_stream("INFODOM")

@@ -114,15 +114,9 @@ class Admin:
             info = self._call(f"STREAM.INFO.{name}", {**body, "offset": len(subjects)}, api.StreamInfoPaged)
             subjects.update(info.state.subjects or {})
         state = msgspec.structs.replace(info.state, subjects=subjects or info.state.subjects)
-        return StreamInfo(
-            config=info.config,
-            state=state,
-            created=info.created,
-            ts=info.ts,
-            cluster=info.cluster,
-            mirror=info.mirror,
-            sources=info.sources,
-        )
+        # Every field of the answer but the paging ones (domain and alternates were dropped when listed by hand).
+        fields = {name: getattr(info, name) for name in StreamInfo.__struct_fields__}
+        return StreamInfo(**{**fields, "state": state})
 
     def streams(self, subject: str | None) -> list[StreamInfo]:
         return self._paged("STREAM.LIST", _subject_filter(subject), api.StreamListPage, "streams")

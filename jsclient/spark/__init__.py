@@ -14,7 +14,16 @@ from .udf import kv_get, kv_get_many
 
 
 def register(spark: Any) -> None:
-    """Register the ``jetstream`` format on a SparkSession."""
+    """Add the ``jetstream`` format to a SparkSession (its reads and writes, batch and streaming).
+
+    Imports pyspark (importing :mod:`jsclient.spark` does not).
+
+    Args:
+        spark: The ``pyspark.sql.SparkSession``, classic or Spark Connect.
+
+    Raises:
+        ModuleNotFoundError: pyspark is not installed (install the ``spark`` extra).
+    """
     from .source import JetStreamDataSource
 
     spark.dataSource.register(JetStreamDataSource)

@@ -17,12 +17,13 @@ import atexit
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from ..connection import Connection, connect
 from ..jetstream.bulk import BulkReader
 from ..options import Options
-from .options import SparkOptions
+from .options import SparkOptions, spark_options
 
 _lock = threading.Lock()
 _cache: dict[tuple[Options, int], Connection] = {}
@@ -30,10 +31,29 @@ _cache: dict[tuple[Options, int], Connection] = {}
 opened = 0
 
 
-def connection(options: SparkOptions | Options) -> Connection:
-    """The process-wide connection for these options (made on first use in this process)."""
+def connection(options: SparkOptions | Mapping[str, Any] | Options) -> Connection:
+    """The worker process's one connection for these options, made on first use in this process.
+
+    For executor code (UDFs, ``foreachPartition``): every task and UDF of the
+    process with equal connection settings shares it, so a lookup per row
+    costs no connect.  Do not close it: later tasks use it.
+
+    Args:
+        options: A :class:`SparkOptions` (picklable, so a UDF can capture it), a mapping of the
+            data source's option keys (``servers``, ``user``, ``creds``, ...), or a
+            :class:`jsclient.Options`.
+
+    Returns:
+        The open connection (the same object on every call with equal settings in one process).
+
+    Raises:
+        InvalidArgumentError: An unknown option key or a bad value (named), before connecting.
+        NoServersError: No server could be reached.
+        AuthorizationError: The server refused the credentials.
+        TLSError: The TLS handshake failed.
+    """
     global opened
-    conn_options = options.connection_options() if isinstance(options, SparkOptions) else options
+    conn_options = options if isinstance(options, Options) else spark_options(options).connection_options()
     key = (conn_options, os.getpid())
     with _lock:
         conn = _cache.get(key)

@@ -48,7 +48,46 @@ def option_time(name: str, value: str) -> dt.datetime:
 
 @dataclass(frozen=True)
 class SparkOptions:
-    """Everything the jetstream data source and the executor connections accept."""
+    """Everything the jetstream data source and the executor connections accept.
+
+    Frozen and picklable, so a UDF can capture it.  Build it with :meth:`parse`
+    from the data source's option keys; every check runs when it is made.
+
+    Attributes:
+        servers: Comma-separated NATS URLs (option ``servers``); executors dial them too.
+        stream: The stream read, or the stream written to (option ``stream``).
+        subjects: Subject filters of a read (option ``subjects``, comma-separated); empty reads all.
+        user: User name for user/password authentication.
+        password: Password for ``user``.
+        token: Authentication token.
+        creds: Path of a ``.creds`` file (JWT and NKey seed).
+        nkey: NKey seed.
+        tls_ca_file: CA certificates that verify the server's certificate.
+        tls_cert_file: Client certificate, for servers that ask for one.
+        tls_key_file: Key of ``tls_cert_file``.
+        starting_sequence: First sequence a batch read reads (option ``startingSequence``).
+        starting_time: A batch read starts at the first message stored at or after this time
+            (option ``startingTime``, ISO 8601, UTC when no zone is given).
+        ending_sequence: Last sequence a batch read reads (option ``endingSequence``).
+        ending_time: A batch read ends before the first message stored at or after this time
+            (option ``endingTime``).
+        min_partitions: At least this many Spark tasks per read (option ``minPartitions``).
+        batch_size: Messages asked for per server request (option ``batchSize``).
+        starting_offsets: Where a streaming query without a checkpoint starts (option
+            ``startingOffsets``): ``earliest``, ``latest``, a sequence or an ISO 8601 time;
+            ``None`` (not set) means ``earliest``.  A batch read accepts only ``earliest``.
+        max_messages_per_trigger: At most this many messages per micro-batch of a streaming read
+            (option ``maxMessagesPerTrigger``); ``None``, no limit.
+        fail_on_data_loss: Raise :class:`~jsclient.DataLossError` when planned messages are gone
+            (option ``failOnDataLoss``), rather than log them and go on.
+        subject: Subject of every row written, for rows without a ``subject`` column; also finds
+            the target stream when ``stream`` is not set (option ``subject``).
+        ack_timeout: Seconds a write task waits for the server's answers (option ``ackTimeout``).
+        max_pending: Sizes the message-id sink's window of unacknowledged publishes
+            (option ``maxPending``).
+        commit_prefix: Subject prefix of the atomic sink's commit markers (option ``commitPrefix``);
+            ``None``, ``_jsclient.commits.<stream>``.
+    """
 
     servers: str = "nats://127.0.0.1:4222"
     stream: str | None = None
@@ -68,7 +107,7 @@ class SparkOptions:
     ending_time: dt.datetime | None = None
     min_partitions: int = 1
     batch_size: int = 100_000
-    starting_offsets: str = "earliest"
+    starting_offsets: str | None = None
     max_messages_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     # -- writing --
@@ -104,11 +143,24 @@ class SparkOptions:
         "maxpending": "max_pending",
         "commitprefix": "commit_prefix",
     }
-    #: Keys Spark itself puts into a data source's options (lower-cased): accepted and ignored.
+    #: Keys Spark itself puts into a data source's options (lower-cased), accepted and ignored.
     SPARK_KEYS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SparkOptions:
+        """Options from the data source's option keys (matched case-insensitively).
+
+        Args:
+            options: Option keys (``startingSequence``, ``minPartitions``, ...) to values, as Spark
+                passes them (strings) or as Python values.
+
+        Returns:
+            The checked options.
+
+        Raises:
+            InvalidArgumentError: An unknown key (named), a value of the wrong kind, or options
+                that contradict each other.
+        """
         fields: dict[str, Any] = {}
         for raw_key, value in options.items():
             key = str(raw_key).lower().replace("-", "_")
@@ -161,11 +213,27 @@ class SparkOptions:
         self.connection_options()  # validates servers, auth and TLS now, on the driver
 
     def require_stream(self) -> str:
+        """The ``stream`` option, which a read needs.
+
+        Returns:
+            The stream's name.
+
+        Raises:
+            InvalidArgumentError: The option ``stream`` is not set.
+        """
         if not self.stream:
             raise InvalidArgumentError("the jetstream data source needs the option stream")
         return self.stream
 
     def connection_options(self) -> Options:
+        """The connection options these name (servers, credentials, TLS), as :func:`jsclient.connect` takes them.
+
+        Returns:
+            Options for :func:`jsclient.connect`, equal for equal settings (a cache key).
+
+        Raises:
+            InvalidArgumentError: A bad server URL, or credentials or TLS files that do not go together.
+        """
         return Options.build(
             [s.strip() for s in self.servers.split(",") if s.strip()],
             name="jsclient-spark",
@@ -180,3 +248,8 @@ class SparkOptions:
             pending_msgs_limit=4_000_000,
             pending_bytes_limit=1 << 31,
         )
+
+
+def spark_options(options: SparkOptions | Mapping[str, Any]) -> SparkOptions:
+    """``options`` as SparkOptions: kept when it is one, else parsed from the data source's option keys."""
+    return options if isinstance(options, SparkOptions) else SparkOptions.parse(options)

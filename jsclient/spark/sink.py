@@ -3,15 +3,18 @@
 Two modes, chosen on the driver when the query or write starts
 (:func:`plan_write`):
 
-``atomic`` (the target stream has ``allow_atomic``, server 2.12+)
-    Each task publishes its rows as atomic batches (ADR-50) of up to 999
-    rows, each closed by a commit marker on the sink's own subject
-    ``<commitPrefix>.<write>.<partition>`` in the same stream.  The marker
-    says how many of the task's rows are stored (for the micro-batch it
-    names), and it is stored with its rows or not at all.  A task that
-    starts again (a Spark retry, or a micro-batch replayed after the driver
-    died) reads the last marker with one get and skips what it says is
-    stored.  Each marker expects the previous one's sequence
+``atomic`` (the target stream has ``allow_atomic``, server 2.12+, and the write names it)
+    The option ``stream`` names the target, or the option ``subject`` finds
+    it; every row's subject must be one of that stream's subjects (a row
+    for another stream fails its task).  Each task publishes its rows as
+    atomic batches (ADR-50) of up to 999 rows, each closed by a commit
+    marker on the sink's own subject ``<commitPrefix>.<write>.<partition>``
+    in the same stream.  The marker says how many of the task's rows are
+    stored (for the micro-batch it names), and it is stored with its rows
+    or not at all.  A task that starts again (a Spark retry, or a
+    micro-batch replayed after the driver died) reads the last marker with
+    one get and skips what it says is stored.  Each marker expects the
+    previous one's sequence
     (``Nats-Expected-Last-Subject-Sequence``), so two attempts running at
     once cannot both commit: the late one fails and is retried, and the
     retry starts from the marker.  Nothing depends on ``duplicate_window``.
@@ -19,10 +22,13 @@ Two modes, chosen on the driver when the query or write starts
     order, which Spark gives for a replayable source (such as this one)
     and a deterministic query.
 
-``msgid`` (any other stream)
-    Every row gets a deterministic ``Nats-Msg-Id``; the stream drops
-    repeats only within its ``duplicate_window``.  A warning at the start
-    says where the guarantee ends.
+``msgid`` (any other stream, and every write that sets neither ``stream`` nor ``subject``)
+    Without either option the rows name their subjects and the target is
+    not known before they come, so rows for a stream with ``allow_atomic``
+    are written this way too.  Every row gets a deterministic
+    ``Nats-Msg-Id``; the stream drops repeats only within its
+    ``duplicate_window``.  A warning at the start says where the guarantee
+    ends.
 
 Runs in executor Python workers (``write_*``) on the task's thread, over the
 process-wide connection of :mod:`jsclient.spark.connections`.  Each record
@@ -97,6 +103,8 @@ class WritePlan:
     stream: str | None
     commit_prefix: str | None
     duplicate_window: float | None
+    #: The target stream's subjects (atomic mode): every row's subject must be one of them.
+    subjects: tuple[str, ...] = ()
 
     def marker_subject(self, write: str, partition: int) -> str:
         return f"{self.commit_prefix}.{write}.{partition}"
@@ -135,7 +143,7 @@ def plan_write(opts: SparkOptions) -> WritePlan:
                     f"commit markers on {prefix}.>, but the stream's subjects {info.config.subjects} do not "
                     f"include it: add {prefix + '.>'!r} to the stream (or set commitPrefix to a subject it has)"
                 )
-            plan = WritePlan(SinkMode.ATOMIC, stream, prefix, window_s)
+            plan = WritePlan(SinkMode.ATOMIC, stream, prefix, window_s, tuple(info.config.subjects or ()))
         else:
             plan = WritePlan(SinkMode.MSGID, stream, None, window_s)
     if plan.mode is SinkMode.MSGID:
@@ -173,7 +181,7 @@ class _Columns:
     header_lines: list[bytes]
 
 
-def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str]) -> _Columns:
+def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan: WritePlan | None = None) -> _Columns:
     names = batch.schema.names
     n = batch.num_rows
     if "subject" in names:
@@ -188,6 +196,8 @@ def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str]) -> _C
             if not isinstance(s, str):
                 raise InvalidArgumentError(f"jetstream sink: a row's subject is {s!r}, not a subject")
             check_publish_subject(s)
+            if plan is not None and plan.mode is SinkMode.ATOMIC:
+                _check_in_target(plan, s)
             checked.add(s)
         subjects.append(s.encode())
     if "data" not in names:
@@ -205,6 +215,20 @@ def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str]) -> _C
             if msg_id:
                 lines[i] += encode_line(MSG_ID, str(msg_id))
     return _Columns(subjects, payloads, lines)
+
+
+def _check_in_target(plan: WritePlan, subject: str) -> None:
+    """Atomic mode: a row must go to the target stream, and not among its commit markers."""
+    if plan.commit_prefix and _covers(plan.commit_prefix + ".>", subject):
+        raise InvalidArgumentError(
+            f"jetstream sink: a row's subject {subject!r} is under the sink's commit prefix {plan.commit_prefix!r}"
+        )
+    if not any(_covers(pattern, subject) for pattern in plan.subjects):
+        raise InvalidArgumentError(
+            f"jetstream sink: a row's subject {subject!r} is not one of stream {plan.stream!r}'s subjects "
+            f"{list(plan.subjects)}: an atomic write stores every row in the stream it writes to (option stream, "
+            "or the stream of the option subject); write rows for other streams in a write of their own"
+        )
 
 
 def _payload(data: Any) -> bytes:
@@ -469,7 +493,7 @@ def write_batches(
         task = _AtomicTask(js, plan, subject, batch_id, opts.ack_timeout)
         for batch in batches:
             if batch.num_rows:
-                task.add(_columns(batch, opts, checked))
+                task.add(_columns(batch, opts, checked, plan))
         task.finish()
         return PublishedCommit(task.published, 0, task.skipped, subject)
     ids = _MsgIdTask(js, f"{write}-{batch_id}-{partition}", 2 * opts.max_pending, opts.ack_timeout)

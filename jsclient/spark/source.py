@@ -20,8 +20,10 @@ memory, one replica, deleted at the end, and by the server after
 CONSUMER_IDLE should the task die), pulled in bulk: a third of the server's
 work per message of batched direct gets.  Only streams that keep messages by
 interest or as a work queue are read by direct get (where a consumer would
-count as interest, or is refused), so they need allow_direct; from a server
-before 2.11, which has no batched direct get, one message per request.  Either way the
+count as interest, or take the work), so they need allow_direct: without it
+such a read is refused when it is planned (:func:`check_readable`), before
+any task runs; from a server before 2.11, which has no batched direct get,
+one message per request.  Either way the
 replies are decoded to Arrow in bulk (:mod:`.arrow`); writes go through
 :mod:`.sink`.
 """
@@ -62,7 +64,14 @@ except ImportError:  # pragma: no cover - older Spark: rows, turned into record 
     DataSourceArrowWriter = DataSourceWriter  # type: ignore[assignment,misc]
     DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[assignment,misc]
 
-from ..errors import DataLossError, Error, MessageNotFoundError, NoRespondersError
+from ..errors import (
+    DataLossError,
+    DirectGetDisabledError,
+    Error,
+    InvalidArgumentError,
+    MessageNotFoundError,
+    NoRespondersError,
+)
 from ..jetstream.api import ConsumerConfig, Duration
 from ..jetstream.direct import count_matching, no_direct
 from . import sink
@@ -129,6 +138,7 @@ def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, info: 
     cannot count (its direct gets carry no pending count): its ranges expect
     nothing, as on a stream without direct get.
     """
+    check_readable(opts, info)
     ranges = split_range(first, last, opts.min_partitions)
     direct = info.config.allow_direct is True
     for r in ranges:
@@ -144,6 +154,24 @@ def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, info: 
     for i, r in enumerate(ranges):
         r.expected = max(0, known[i] - known[i + 1])
     return ranges
+
+
+def check_readable(opts: SparkOptions, info: StreamInfo) -> None:
+    """Refuse a stream that only direct get may read and that does not allow it (driver side, before any task).
+
+    A consumer of the reader's own would count as interest on an interest
+    stream (what it is delivered may then be removed) and would take the work
+    on a work-queue stream, so those are read by direct get alone.
+    """
+    retention = info.config.retention
+    if retention in ("interest", "workqueue") and info.config.allow_direct is not True:
+        kind = "interest" if retention == "interest" else "work queue"
+        raise DirectGetDisabledError(
+            503, 0,
+            f"the jetstream source reads stream {opts.require_stream()!r} ({kind} retention) by direct get only, "
+            "since a consumer of its own would disturb it, and the stream does not allow direct get: "
+            "set allow_direct=True on the stream (js.update_stream)",
+        )
 
 
 def data_lost(opts: SparkOptions, what: str) -> None:
@@ -287,10 +315,60 @@ class JetStreamDataSource(DataSource):
         return StreamWriter(self.parsed, schema)
 
 
+def check_batch_options(opts: SparkOptions) -> None:
+    """Refuse the streaming-only options on a batch read (driver side, when the read is planned)."""
+    spec = opts.starting_offsets
+    if spec is not None and spec.strip().lower() != "earliest":
+        raise InvalidArgumentError(
+            f"startingOffsets={spec} applies to streaming reads; a batch read starts at startingSequence or "
+            "startingTime (startingOffsets=earliest, the default start, is accepted)"
+        )
+    if spec is not None and (opts.starting_sequence is not None or opts.starting_time is not None):
+        given = "startingSequence" if opts.starting_sequence is not None else "startingTime"
+        raise InvalidArgumentError(f"set startingOffsets=earliest or {given}, not both")
+    if opts.max_messages_per_trigger is not None:
+        raise InvalidArgumentError(
+            "maxMessagesPerTrigger applies to streaming reads; a batch read reads its whole range "
+            "(end it sooner with endingSequence or endingTime)"
+        )
+
+
+def check_stream_options(opts: SparkOptions) -> None:
+    """Refuse the batch-only options on a streaming read, and a bad startingOffsets (driver side, at the start)."""
+    spec = (opts.starting_offsets or "earliest").strip().lower()
+    if spec not in ("earliest", "latest") and not spec.isdigit():
+        try:
+            option_time("startingOffsets", opts.starting_offsets or "")
+        except InvalidArgumentError:
+            raise InvalidArgumentError(
+                f"option startingOffsets must be earliest, latest, a sequence or an ISO 8601 time, "
+                f"not {opts.starting_offsets!r}"
+            ) from None
+    for value, name in (
+        (opts.starting_sequence, "startingSequence"),
+        (opts.starting_time, "startingTime"),
+    ):
+        if value is not None:
+            raise InvalidArgumentError(
+                f"{name} applies to batch reads; a streaming read starts at startingOffsets (earliest, latest, "
+                "a sequence or an ISO 8601 time), and a restarted query at its checkpoint"
+            )
+    for value, name in (
+        (opts.ending_sequence, "endingSequence"),
+        (opts.ending_time, "endingTime"),
+    ):
+        if value is not None:
+            raise InvalidArgumentError(
+                f"{name} applies to batch reads; a streaming read has no end: use a batch read, or "
+                "Trigger.AvailableNow to stop at what the stream holds when the query starts"
+            )
+
+
 class BatchReader(DataSourceReader):
     def __init__(self, opts: SparkOptions) -> None:
         self.opts = opts
         opts.require_stream()
+        check_batch_options(opts)
 
     def partitions(self) -> list[SequenceRange]:
         opts = self.opts
@@ -326,6 +404,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SparkOptions) -> None:
         self.opts = opts
         opts.require_stream()
+        check_stream_options(opts)
         self._target: int | None = None
 
     def _js(self) -> JetStream:
@@ -336,8 +415,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         stream = opts.require_stream()
         js = self._js()
         info = js.stream_info(stream)
+        check_readable(opts, info)
         state = info.state
-        spec = opts.starting_offsets.strip().lower()
+        spec = (opts.starting_offsets or "earliest").strip().lower()
         if spec == "earliest":
             seq = max(state.first_seq, 1)
         elif spec == "latest":
@@ -345,7 +425,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif spec.isdigit():
             seq = max(int(spec), 1)
         else:
-            resolved = _resolve_time(js, stream, option_time("startingOffsets", opts.starting_offsets))
+            resolved = _resolve_time(js, stream, option_time("startingOffsets", opts.starting_offsets or ""))
             seq = resolved if resolved is not None else state.last_seq + 1
         return {"seq": seq, "created": _created(info)}
 
@@ -364,6 +444,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         stream = self.opts.require_stream()
         info = self._js().stream_info(stream)
+        check_readable(self.opts, info)
         end = info.state.last_seq + 1
         if start is not None and self._recreated(start, info):
             data_lost(
