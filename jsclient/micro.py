@@ -27,7 +27,10 @@ Locks: ``_lock`` guards the endpoint list and every endpoint's counters;
 nothing is called while it is held.  ``_slots`` counts the free workers.
 
 A handler that raises answers its caller with a service error (500 and the
-exception's text), never with silence, and is counted in the stats.  A dropped
+exception's text), never with silence, and is counted in the stats; when
+there is nobody to answer (a request without a reply subject) or the answer
+cannot go out, the error is counted all the same and reported to the
+connection's error callback.  A dropped
 request is counted as an error in the stats too, one each in ``num_errors``
 with the slow consumer's text as ``last_error`` (nats.go counts them there
 as well), so monitoring sees requests lost; ``num_requests`` and the
@@ -38,6 +41,7 @@ answered, then discovery ends.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -50,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checks import whole
-from .errors import InvalidArgumentError, SlowConsumerError
+from .deprecation import renamed_keywords
+from .errors import ConnectionClosedError, Error, InvalidArgumentError, SlowConsumerError
 from .headers import Headers, HeadersInput
 from .payload import as_bytes
 from .protocol import check_queue_name, check_subscribe_subject
@@ -129,26 +134,28 @@ class Request:
         """The subject the answer goes to, or None if the caller expects none."""
         return self._msg.reply
 
-    def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
+    @renamed_keywords(data="payload")
+    def respond(self, payload: bytes = b"", headers: HeadersInput | None = None) -> None:
         """Answer the request.
 
         Args:
-            data: The answer's body (bytes-like).
+            payload: The answer's body (bytes-like).
             headers: A mapping of names to a value or a list of values, or a :class:`jsclient.Headers`.
 
         Raises:
             InvalidArgumentError: The request has no reply subject, a bad header (BadHeaderError), or an
                 answer over the server's max_payload (MaxPayloadError); nothing is sent.
-            BadPayloadError: ``data`` is not bytes-like.
+            BadPayloadError: ``payload`` is not bytes-like.
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
             ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
             ForkedConnectionError: Called in a process forked from the one that connected (unless
                 ``reconnect_after_fork``).
         """
-        self._msg.respond(data, headers=headers)
+        self._msg.respond(payload, headers=headers)
 
+    @renamed_keywords(data="payload")
     def respond_error(
-        self, code: int, description: str, data: bytes = b"", headers: HeadersInput | None = None
+        self, code: int, description: str, payload: bytes = b"", headers: HeadersInput | None = None
     ) -> None:
         """Answer with a service error: ``Nats-Service-Error-Code`` and ``Nats-Service-Error`` (ADR-32).
 
@@ -157,14 +164,14 @@ class Request:
         Args:
             code: The error's code (an int; HTTP-like, e.g. 400 or 500).
             description: The error's text, one line.
-            data: A body to send with it (bytes-like).
+            payload: A body to send with it (bytes-like).
             headers: More headers to send with it, as for :meth:`respond`.
 
         Raises:
             InvalidArgumentError: ``code`` is not an int, ``description`` is not one line of text, the request
                 has no reply subject, a bad header (BadHeaderError), or an answer over the server's
                 max_payload (MaxPayloadError); nothing is sent.
-            BadPayloadError: ``data`` is not bytes-like.
+            BadPayloadError: ``payload`` is not bytes-like.
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
             ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
             ForkedConnectionError: Called in a process forked from the one that connected (unless
@@ -178,7 +185,7 @@ class Request:
         error[ERROR_CODE_HEADER] = str(code)
         error[ERROR_HEADER] = description
         self.error_answer = ErrorAnswer(str(code), description)
-        self._msg.respond(as_bytes(data), headers=error)
+        self._msg.respond(as_bytes(payload), headers=error)
 
 
 @dataclass
@@ -491,7 +498,12 @@ class Service(Group):
         try:
             endpoint.handler(request)
         except Exception as exc:  # noqa: BLE001 - user code: answered and counted, never silent
-            request.respond_error(500, f"{type(exc).__name__}: {exc}".replace("\r", " ").replace("\n", " "))
+            description = f"{type(exc).__name__}: {exc}".replace("\r", " ").replace("\n", " ")
+            try:
+                request.respond_error(500, description)
+            except Error as unsent:  # no reply subject, or the answer could not go out: counted and reported
+                request.error_answer = ErrorAnswer("500", description)
+                self._nc.core.report_error(unsent)
         finally:
             self._slots.release()  # whatever happened: the dispatchers wait for it
         elapsed = time.perf_counter_ns() - started
@@ -608,12 +620,19 @@ class Service(Group):
         self._stopped.set()
         with self._lock:
             subs = [e.sub for e in self._endpoints if e.sub is not None]
+        failed: list[Error] = []
         for sub in subs:
-            sub.drain(limit)  # its queued requests reach the pool first
+            try:
+                sub.drain(limit)  # its queued requests reach the pool first
+            except Error as exc:  # the other endpoints and discovery still end; the first error is raised after
+                failed.append(exc)
         self._pool.shutdown(wait=True)
         for sub in self._discovery:
             if not sub.is_closed:
-                sub.unsubscribe()
+                with contextlib.suppress(ConnectionClosedError):  # a closed connection has left discovery
+                    sub.unsubscribe()
+        if failed:
+            raise failed[0]
 
     @property
     def stopped(self) -> bool:

@@ -335,3 +335,55 @@ def test_jsclient_calls_and_discovers_a_nats_py_service(server: NatsServer) -> N
     finally:
         done.set()
         thread.join(10)
+
+
+def test_a_handler_error_with_nobody_to_answer_is_counted_and_reported(server: NatsServer) -> None:
+    """A published request (no reply subject) whose handler raises: counted in the stats, and reported."""
+    log = ErrorLog()
+    with jsclient.connect(server.url, error_cb=log) as nc:
+        svc = micro.add_service(nc, name="fails", version="1.0.0")
+
+        def broken(request: micro.Request) -> None:
+            raise RuntimeError("boom")
+
+        svc.add_endpoint("broken", broken)
+        nc.publish("broken", b"fire and forget")
+        reported = log.wait_for(jsclient.InvalidArgumentError)
+        assert "no reply subject" in str(reported)
+        _settle(lambda: svc.stats()["endpoints"][0]["num_errors"] == 1)
+        stats = svc.stats()["endpoints"][0]
+        assert stats["num_requests"] == 1 and stats["last_error"] == "500:RuntimeError: boom"
+        svc.stop()
+
+
+def test_stop_ends_discovery_even_when_a_drain_times_out(nc: jsclient.Connection) -> None:
+    """A drain that runs out of time raises, and the service has still left discovery and stopped its workers."""
+    release = threading.Event()
+
+    def stuck(request: micro.Request) -> None:
+        release.wait(30)
+        request.respond(b"late")
+
+    svc = micro.add_service(nc, name="stuck", version="1.0.0", workers=1)
+    svc.add_endpoint("stuck", stuck)
+    futures = [nc.request_async("stuck", b"", timeout=5) for _ in range(3)]  # one runs, two wait in the queue
+    time.sleep(0.2)
+    threading.Timer(1.0, release.set).start()  # the worker is freed only after the drain gave up
+    with pytest.raises(jsclient.TimeoutError):
+        svc.stop(timeout=0.3)
+    assert svc.stopped
+    with pytest.raises(jsclient.NoRespondersError):
+        nc.request("$SRV.PING.stuck", timeout=2)  # left discovery although the drain failed
+    assert futures[0].result(timeout=30).data == b"late"  # the request being handled is answered
+    for queued in futures[1:]:  # the drain gave up on these: dropped unhandled, their callers time out
+        assert isinstance(queued.exception(timeout=30), jsclient.TimeoutError)
+
+
+def test_respond_takes_payload_and_warns_on_the_old_name(nc: jsclient.Connection) -> None:
+    svc = micro.add_service(nc, name="names", version="1.0.0")
+    svc.add_endpoint("new", lambda r: r.respond(payload=b"new"))
+    with pytest.warns(DeprecationWarning, match=r"data= is deprecated, write payload="):
+        svc.add_endpoint("old", lambda r: r.respond(data=b"old"))  # type: ignore[call-arg]
+        assert nc.request("old", b"", timeout=5).data == b"old"
+    assert nc.request("new", b"", timeout=5).data == b"new"
+    svc.stop()

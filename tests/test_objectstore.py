@@ -380,3 +380,16 @@ def test_a_put_timed_out_on_a_lost_ack_leaves_no_chunk() -> None:
         assert acks["n"] >= 5  # the drop happened
         assert js.stream_info("OBJ_lost").state.messages == 2  # the old chunk and meta only
         assert store.get_bytes("doc") == b"version one"
+
+
+def test_reading_a_closed_reader_raises_a_jsclient_error_that_is_a_value_error(obs: jsclient.ObjectStore) -> None:
+    """io's convention (a closed file raises ValueError) and jsclient's (every error is a jsclient.Error) both hold."""
+    obs.put("closed", b"some bytes")
+    reader = obs.get("closed")
+    with reader:
+        assert reader.read(4) == b"some"
+    assert reader.closed
+    for read in (lambda: reader.read(4), reader.read, reader.readall, lambda: reader.readinto(bytearray(4))):
+        with pytest.raises(InvalidArgumentError, match="closed ObjectReader") as raised:
+            read()
+        assert isinstance(raised.value, jsclient.Error) and isinstance(raised.value, ValueError)

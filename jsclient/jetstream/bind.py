@@ -33,6 +33,18 @@ class Bound:
         self.consumer = consumer
 
     def consumer_info(self) -> ConsumerInfo:
+        """The consumer's current state, asked of the server.
+
+        Returns:
+            The consumer's info (configuration, delivered and pending counts).
+
+        Raises:
+            ConsumerNotFoundError: The consumer was deleted.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamNotEnabledError: No JetStream answered.
+            TimeoutError: No answer within the JetStream context's timeout.
+            ConnectionClosedError: The connection is closed or draining.
+        """
         return self._js.consumer_info(self.stream, self.consumer)
 
 

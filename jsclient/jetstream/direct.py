@@ -166,12 +166,26 @@ class StoredMessage:
     headers it always needs are read at once, in one pass over the block;
     ``time`` and the user's ``headers`` are parsed when first asked for, so
     a read that looks only at the value does no more work than that.
+
+    Attributes:
+        data: The message's body.
+        seq: Its stream sequence.
+        stream: The stream it was read from.
+        subject: The subject it was published to.
     """
 
     __slots__ = ("_header", "_headers", "_time", "data", "num_pending", "seq", "stream", "subject")
     _time: dt.datetime | str | bytes  # the stamp as the server wrote it until ``time`` is first read
 
     def __init__(self, msg: Msg) -> None:
+        """Read a direct-get reply's delivery headers; the direct gets make these, users do not.
+
+        Args:
+            msg: The reply: the stored body, its headers and the server's delivery headers.
+
+        Raises:
+            JetStreamAPIError: The reply lacks the delivery headers (it is not a direct-get reply).
+        """
         self.data = msg.data
         header = msg.header or b""
         self._headers: Headers | None = None
@@ -210,6 +224,7 @@ class StoredMessage:
 
     @property
     def time(self) -> dt.datetime:
+        """When the stream stored the message (timezone-aware, UTC)."""
         stamp = self._time
         if isinstance(stamp, bytes):
             stamp = stamp.decode("utf-8", "replace")
@@ -218,7 +233,17 @@ class StoredMessage:
         return stamp
 
     def get_header(self, name: str) -> str | None:
-        """One user header's value; nothing is parsed when the reply had only delivery headers."""
+        """One user header's value; nothing is parsed when the reply had only delivery headers.
+
+        Args:
+            name: The header's name (case-sensitive).
+
+        Returns:
+            Its first value, or None when the message has no such header.
+
+        Raises:
+            ProtocolError: The stored header block is malformed.
+        """
         return self.headers.get(name) if self._header else None
 
     @property
@@ -354,18 +379,45 @@ class DirectBatch:
     A server before 2.11 ignores ``batch`` and answers with the first
     message alone (ADR-31), which would make a short read: there the same
     messages are read one direct get at a time, with the same limits.
+
+    Iterating sends the requests, on the iterating thread; nothing matching
+    is an empty iteration, not an error.
+
+    Raises:
+        FeatureNotSupportedError: While iterating: the read needs a server 2.11 or newer (a multi-subject
+            read, or one from a start time), refused before sending; or an older server of the stream answered.
+        TimeoutError: While iterating: no reply within the call's timeout.
+        StreamNotFoundError: While iterating: there is no such stream.
+        DirectGetDisabledError: While iterating: the stream does not allow direct gets.
+        TooManySubjectsError: While iterating: the subjects match more than the server allows in one read.
+        JetStreamAPIError: While iterating: any other error status.
+        ConnectionClosedError: While iterating: the connection is closed.
     """
 
     def __init__(self, js: JetStream, stream: str, body: dict[str, Any], *, asking: Asking, timeout: float) -> None:
+        """Keep the request; iterating sends it.  ``js.direct_get_batch`` and its kin make these.
+
+        Args:
+            js: The context whose connection it reads through.
+            stream: The stream to read.
+            body: The direct-get request, already checked (``batch``, ``seq``, ``next_by_subj``, ``multi_last``, ...).
+            asking: How the server is asked: batches, or the last message of each subject.
+            timeout: Seconds to wait for each reply.
+
+        Raises:
+            : Nothing; it only keeps what it is given.
+        """
         self._js = js
         self.stream = stream
         self._body = body
         self._asking = asking
         self._timeout = timeout
-        #: After an EOB: messages still matching (None where a server before 2.11 cannot count them),
-        #: and the sequence of the last one sent.
+        #: Messages still matching after the last end of batch (None where a server before 2.11 cannot
+        #: count them).
         self.num_pending: int | None = None
+        #: The stream sequence of the last message read, as the server last gave it (None before that).
         self.last_sequence: int | None = None
+        #: The stream sequence a multi-subject read stands at (its point in time), once the server gives it.
         self.up_to_sequence: int | None = None
 
     def __iter__(self) -> Iterator[StoredMessage]:

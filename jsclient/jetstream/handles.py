@@ -49,9 +49,24 @@ DEFAULT_THRESHOLD = 0.5
 
 
 class Stream:
-    """A stream by name, with its last known info in ``cached_info``."""
+    """A stream by name, with its last known info in ``cached_info``.
+
+    Get one from ``js.stream(name)``, ``js.create_stream(...)`` or
+    ``js.create_or_update_stream(...)``.  A handle holds no resources: share
+    it between threads, drop it without closing.  Its calls wait the
+    context's ``timeout`` for the server's answer.
+    """
 
     def __init__(self, js: JetStream, info: StreamInfo) -> None:
+        """Wrap a stream's info; the context's calls make handles, users do not.
+
+        Args:
+            js: The context whose requests the handle makes.
+            info: The stream's info, kept as ``cached_info``; its config names the stream.
+
+        Raises:
+            : Nothing; it only keeps what it is given.
+        """
         self._js = js
         self.cached_info = info
         self.name: str = info.config.name  # type: ignore[assignment]
@@ -60,39 +75,209 @@ class Stream:
         return f"<Stream {self.name!r}>"
 
     def info(self, subjects_filter: str | None = None, *, deleted_details: bool = False) -> StreamInfo:
+        """The stream's current config and state, asked of the server; also kept as ``cached_info``.
+
+        Args:
+            subjects_filter: Fill ``state.subjects`` with how many messages each subject matching this
+                filter holds (wildcards allowed; every page is read).
+            deleted_details: Also list the sequences of deleted messages in ``state.deleted``.
+
+        Returns:
+            The stream's info.
+
+        Raises:
+            InvalidArgumentError: ``subjects_filter`` is not a valid subject, raised before anything is sent.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal (JetStreamNotEnabledError: no JetStream answered).
+        """
         self.cached_info = self._js.stream_info(self.name, subjects_filter, deleted_details=deleted_details)
         return self.cached_info
 
     def purge(self, subject: str | None = None, seq: int | None = None, keep: int | None = None) -> int:
+        """Remove messages: all of them, or those on ``subject``; all, or those below ``seq``, or all but ``keep``.
+
+        Args:
+            subject: Only messages on this subject (wildcards allowed).
+            seq: Only messages below this stream sequence (the message at ``seq`` stays).
+            keep: Keep this many of the newest messages (of ``subject``, when given); not with ``seq``.
+
+        Returns:
+            How many messages were removed.
+
+        Raises:
+            InvalidArgumentError: A bad subject, a negative ``seq`` or ``keep``, or both, raised before anything
+                is sent.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal, for example from a stream that denies purges.
+        """
         return self._js.purge_stream(self.name, subject, seq, keep)
 
     def get_msg(
         self, seq: int | None = None, *, last_by_subj: str | None = None, next_by_subj: str | None = None
     ) -> StoredMsg:
+        """One stored message, by sequence or by subject, through the stream's API (its leader answers).
+
+        Args:
+            seq: The message's stream sequence; with ``next_by_subj``, where the search starts (default 1).
+            last_by_subj: The last message on this subject; not with ``seq`` or ``next_by_subj``.
+            next_by_subj: The first message on this subject (wildcards allowed) at ``seq`` or after it.
+
+        Returns:
+            The message (subject, sequence, data, its raw header block and when it was stored).
+
+        Raises:
+            InvalidArgumentError: None of the three given, ``last_by_subj`` with another, a ``seq`` below 1 or a
+                bad subject, raised before anything is sent.
+            MessageNotFoundError: No message matches.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal.
+        """
         return self._js.get_msg(self.name, seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj)
 
     def delete_msg(self, seq: int, *, erase: bool = False) -> bool:
+        """Remove one message from the stream.
+
+        Args:
+            seq: The stream sequence of the message.
+            erase: Also overwrite its bytes in storage, rather than only mark them removed (slower).
+
+        Returns:
+            True (a refusal raises instead).
+
+        Raises:
+            InvalidArgumentError: ``seq`` is not an int >= 1, raised before anything is sent.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal: no message has that sequence, or the stream denies deletes.
+        """
         return self._js.delete_msg(self.name, seq, erase=erase)
 
     # -- consumers ---------------------------------------------------------------------
     def consumer(self, name: str) -> Consumer:
-        """The consumer ``name`` (ConsumerNotFoundError when there is none)."""
+        """The consumer ``name`` (ConsumerNotFoundError when there is none).
+
+        Args:
+            name: The consumer's name, durable or not.
+
+        Returns:
+            Its handle, with the info just asked of the server in ``cached_info``.
+
+        Raises:
+            InvalidArgumentError: A bad name (raised before anything is sent), or a push consumer of that name
+                (the handles read pull consumers).
+            ConsumerNotFoundError: The stream has no consumer of that name.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal.
+        """
         return Consumer(self._js, self._js.consumer_info(self.name, name))
 
     def create_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
-        """A new pull consumer (an error if one of that name exists with another config)."""
+        """A new pull consumer (an error if one of that name exists with another config).
+
+        ``ack_policy`` defaults to explicit (the server's default, none, never redelivers).
+
+        Args:
+            config: The consumer's configuration; left out, ``fields`` make it.
+            **fields: ConsumerConfig fields as keywords (``durable_name="worker"``); on top of ``config``, they win.
+
+        Returns:
+            The consumer's handle.
+
+        Raises:
+            InvalidArgumentError: An unknown or bad field, or a ``deliver_subject`` (that makes a push
+                consumer), raised before anything is sent.
+            FeatureNotSupportedError: A field needs a newer server than the one connected, raised before sending.
+            ConsumerAlreadyExistsError: A consumer of that name exists with another configuration.
+            MaximumConsumersError: The stream or the account has as many consumers as it may.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal.
+        """
         return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields), action="create"))
 
     def update_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
+        """Change an existing pull consumer to this configuration.
+
+        Args:
+            config: The consumer's new configuration; it names the consumer (``durable_name`` or ``name``).
+            **fields: ConsumerConfig fields as keywords; on top of ``config``, they win.
+
+        Returns:
+            The consumer's handle, with its updated info.
+
+        Raises:
+            InvalidArgumentError: An unknown or bad field, or a ``deliver_subject``, raised before anything is sent.
+            FeatureNotSupportedError: A field needs a newer server than the one connected, raised before sending.
+            ConsumerDoesNotExistError: There is no consumer of that name to update.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal, for example a field that cannot change.
+        """
         return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields), action="update"))
 
     def create_or_update_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
+        """Create a pull consumer, or change the one of that name to this configuration.
+
+        Args:
+            config: The consumer's configuration; left out, ``fields`` make it.
+            **fields: ConsumerConfig fields as keywords; on top of ``config``, they win.
+
+        Returns:
+            The consumer's handle.
+
+        Raises:
+            InvalidArgumentError: An unknown or bad field, or a ``deliver_subject``, raised before anything is sent.
+            FeatureNotSupportedError: A field needs a newer server than the one connected, raised before sending.
+            MaximumConsumersError: A new consumer, and the stream or the account has as many as it may.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal, for example a field of an existing consumer that cannot change.
+        """
         return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields)))
 
     def delete_consumer(self, name: str) -> bool:
+        """Delete the consumer ``name`` of this stream.
+
+        Args:
+            name: The consumer's name.
+
+        Returns:
+            True (a refusal raises instead).
+
+        Raises:
+            InvalidArgumentError: A bad name, raised before anything is sent.
+            ConsumerNotFoundError: The stream has no consumer of that name.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal.
+        """
         return self._js.delete_consumer(self.name, name)
 
     def consumer_names(self) -> list[str]:
+        """The names of the stream's consumers, push and pull (every page is read).
+
+        Returns:
+            The names.
+
+        Raises:
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal.
+        """
         return self._js.consumer_names(self.name)
 
     def ordered_consumer(
@@ -103,7 +288,25 @@ class Stream:
         opt_start_seq: int | None = None,
         headers_only: bool = False,
     ) -> OrderedConsumer:
-        """Every message once, in order, from a consumer this handle recreates whenever one is missed."""
+        """Every message once, in order, from a consumer this handle recreates whenever one is missed.
+
+        Nothing is sent here: the first read creates the consumer.
+
+        Args:
+            filter_subjects: Only messages on these subjects (a non-empty list; wildcards allowed); left out, all.
+            deliver_policy: Where to start: a DeliverPolicy or its value ("all", "last", "new",
+                "by_start_sequence", "last_per_subject", ...).
+            opt_start_seq: The stream sequence to start at; needs ``deliver_policy="by_start_sequence"``.
+            headers_only: Deliver each message's headers without its body (whose size is in ``Nats-Msg-Size``).
+
+        Returns:
+            The ordered consumer; ``close()`` (or a with block) deletes its consumer.
+
+        Raises:
+            InvalidArgumentError: A bad ``filter_subjects``, ``headers_only`` or ``opt_start_seq``, or
+                ``opt_start_seq`` without that policy.
+            ValueError: ``deliver_policy`` is not one of DeliverPolicy's values.
+        """
         return OrderedConsumer(
             self._js, self.name, filter_subjects=filter_subjects, deliver_policy=deliver_policy,
             opt_start_seq=opt_start_seq, headers_only=headers_only,
@@ -148,9 +351,23 @@ def _buffer(
 
 
 class Consumer:
-    """A pull consumer by name, with its last known info in ``cached_info``."""
+    """A pull consumer by name, with its last known info in ``cached_info``.
+
+    Get one from a :class:`Stream`'s consumer calls or ``js.consumer``.  It
+    holds no subscription between calls: share it between threads, drop it
+    without closing.
+    """
 
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
+        """Wrap a consumer's info; the stream's and the context's calls make handles, users do not.
+
+        Args:
+            js: The context whose requests the handle makes.
+            info: The consumer's info, kept as ``cached_info``; it names the stream and the consumer.
+
+        Raises:
+            InvalidArgumentError: ``info`` is a push consumer's (it has a ``deliver_subject``).
+        """
         if info.config.deliver_subject not in (UNSET, None, ""):
             raise InvalidArgumentError(f"consumer {info.name!r} is a push consumer; the handle API reads pull ones")
         self._js = js
@@ -162,10 +379,34 @@ class Consumer:
         return f"<Consumer {self.stream!r}/{self.name!r}>"
 
     def info(self) -> ConsumerInfo:
+        """The consumer's current info, asked of the server; also kept as ``cached_info``.
+
+        Returns:
+            The consumer's info.
+
+        Raises:
+            ConsumerNotFoundError: The consumer was deleted.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal.
+        """
         self.cached_info = self._js.consumer_info(self.stream, self.name)
         return self.cached_info
 
     def delete(self) -> bool:
+        """Delete the consumer on the server; reads through any handle on it fail from then on.
+
+        Returns:
+            True (a refusal raises instead).
+
+        Raises:
+            ConsumerNotFoundError: The consumer was deleted already.
+            TimeoutError: No answer within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal.
+        """
         return self._js.delete_consumer(self.stream, self.name)
 
     @renamed_keywords(batch="max_messages", max_wait="timeout")
@@ -176,18 +417,65 @@ class Consumer:
         """Up to ``max_messages`` messages: what came by ``timeout`` ([] only when nothing did).
 
         ADR-37 calls this wait ``max_wait``; here it is the call's ``timeout``, as everywhere.
+
+        Args:
+            max_messages: The most messages to return.
+            timeout: Seconds to wait for them; ``None``, no limit; ``0`` is refused (a pull needs the server).
+            max_bytes: The most bytes to return, counted as the server counts them (subject, headers and
+                body); the request ends before a message that would pass it.
+            heartbeat: Seconds between the server's heartbeats while the request waits, under half the
+                ``timeout``: a server silent for two of them raises HeartbeatsMissedError instead of being
+                waited out.  Left out, none.
+
+        Returns:
+            The messages in order, perhaps fewer than asked for (``[]`` when none came in time).
+
+        Raises:
+            InvalidArgumentError: A bad ``max_messages``, ``timeout``, ``max_bytes`` or ``heartbeat``, raised
+                before the pull request is sent.
+            HeartbeatsMissedError: ``heartbeat`` was given, and neither a message nor a heartbeat came.
+            JetStreamStatusError: The server ended the request with an error status before any message came:
+                NoRespondersStatusError (no such consumer), ConsumerDeletedError, MaxWaitingExceededError, or a
+                request over the consumer's limits (MaxRequestBatchExceededError and the like).
+            ConnectionClosedError: The connection is closed.
         """
         return _fetch_once(self._js, self.stream, self.name, max_messages, answer_limit(timeout), max_bytes, heartbeat)
 
     @renamed_keywords(batch="max_messages")
     def fetch_no_wait(self, max_messages: int = 1, *, max_bytes: int | None = None) -> list[Msg]:
-        """What the consumer has now, up to ``max_messages`` messages, without waiting for more."""
+        """What the consumer has now, up to ``max_messages`` messages, without waiting for more.
+
+        Args:
+            max_messages: The most messages to return.
+            max_bytes: The most bytes to return, counted as for :meth:`fetch`.
+
+        Returns:
+            What the consumer had ready, in order (``[]`` when nothing).
+
+        Raises:
+            InvalidArgumentError: A bad ``max_messages`` or ``max_bytes``, raised before the pull request is sent.
+            JetStreamStatusError: As for :meth:`fetch`.
+            ConnectionClosedError: The connection is closed.
+        """
         return _fetch_once(
             self._js, self.stream, self.name, max_messages, self._js.timeout, max_bytes, None, no_wait=True
         )
 
     def next_msg(self, timeout: float | None = 5.0) -> Msg:
-        """One message (TimeoutError when none comes by ``timeout``)."""
+        """One message (TimeoutError when none comes by ``timeout``).
+
+        Args:
+            timeout: Seconds to wait; ``None``, no limit; ``0`` is refused (a pull needs the server).
+
+        Returns:
+            The next message.
+
+        Raises:
+            TimeoutError: No message came within ``timeout``.
+            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
+            JetStreamStatusError: As for :meth:`fetch`.
+            ConnectionClosedError: The connection is closed.
+        """
         got = self.fetch(1, timeout=timeout)
         if not got:
             raise TimeoutError(f"no message from consumer {self.name!r} within {timeout} s")
@@ -205,7 +493,30 @@ class Consumer:
         expires: float = DEFAULT_EXPIRES,
         heartbeat: float | None = None,
     ) -> ConsumerMessages:
-        """An iterator that keeps a buffer filled (ADR-37's consume); ``stop()`` or ``drain()`` ends it."""
+        """An iterator that keeps a buffer filled (ADR-37's consume); ``stop()`` or ``drain()`` ends it.
+
+        Pull requests stay outstanding while it runs, and more is asked for
+        whenever what is still to come falls below the threshold.  Size the
+        buffer in messages or in bytes, not both.
+
+        Args:
+            max_messages: How many messages to keep asked for (500 unless ``max_bytes`` is given).
+            max_bytes: How many bytes to keep asked for, instead of a number of messages.
+            threshold_messages: Ask for more when fewer messages than this are still to come; left out, half
+                of ``max_messages``.  Goes with ``max_messages``.
+            threshold_bytes: The same in bytes, with ``max_bytes``; left out, half of it.
+            expires: Seconds each pull request lives on the server (at least 1); not a wait of this call.
+            heartbeat: Seconds between the server's heartbeats while a request waits, under half of
+                ``expires``; left out, just under half of it, at most 30.  Missed heartbeats are reported to the
+                connection's error callback and the requests sent again.
+
+        Returns:
+            The iterator; iterating it raises the error that ends consumption (ConsumerDeletedError, say).
+
+        Raises:
+            InvalidArgumentError: A bad value or combination, raised before any pull request is sent.
+            ConnectionClosedError: The connection is closed.
+        """
         count, size, share, expires, heartbeat = _buffer(
             max_messages, max_bytes, threshold_messages, threshold_bytes, expires, heartbeat
         )
@@ -230,6 +541,25 @@ class Consumer:
         A callback that raises is reported (``error_cb``, else the connection's
         error callback) and consumption goes on; an error that ends the
         consumer (it was deleted) ends the context, which keeps it in ``error``.
+
+        Args:
+            callback: Called with each message, one at a time, on the context's thread.
+            max_messages: As for :meth:`messages`.
+            max_bytes: As for :meth:`messages`.
+            threshold_messages: As for :meth:`messages`.
+            threshold_bytes: As for :meth:`messages`.
+            expires: As for :meth:`messages`.
+            heartbeat: As for :meth:`messages`.
+            error_cb: Called with each exception ``callback`` raises and with the error that ends consumption;
+                left out, the connection's error callback.
+
+        Returns:
+            The running consumption, with ``stop()``, ``drain()``, ``wait()``, and ``error`` once an error ended it.
+
+        Raises:
+            InvalidArgumentError: ``callback`` is not callable, or a bad value or combination (as for
+                :meth:`messages`), raised before any pull request is sent.
+            ConnectionClosedError: The connection is closed.
         """
         if not callable(callback):
             raise InvalidArgumentError(f"callback must be callable, not {callback!r}")
@@ -255,9 +585,27 @@ def _fetch_once(
 
 
 class ConsumerMessages:
-    """The iterator of :meth:`Consumer.messages`; ``stop()`` at once, ``drain()`` after what is buffered."""
+    """The iterator of :meth:`Consumer.messages`; ``stop()`` at once, ``drain()`` after what is buffered.
+
+    Iterate it on one thread; ``stop()`` and ``drain()`` may come from any.
+    A with block stops it at the end.  Iteration ends quietly once stopped
+    or drained, or when the connection closes.
+
+    Raises:
+        JetStreamStatusError: While iterating: the server ended consumption with an error status, such as
+            ConsumerDeletedError (the consumer was deleted) or ConsumerIsPushBasedError.
+    """
 
     def __init__(self, psub: PullSubscription, stream: MessageStream) -> None:
+        """Wrap a subscription and its message stream; :meth:`Consumer.messages` makes them.
+
+        Args:
+            psub: The subscription on the consumer, left when the iteration ends.
+            stream: Its message stream, which keeps the pull requests going.
+
+        Raises:
+            : Nothing; it only keeps what it is given.
+        """
         self._psub = psub
         self._stream = stream
         self._draining = threading.Event()
@@ -274,11 +622,19 @@ class ConsumerMessages:
             self._psub.unsubscribe()
 
     def stop(self) -> None:
-        """End now; messages already delivered to this client but not handed out come again after ack_wait."""
+        """End now; messages already delivered to this client but not handed out come again after ack_wait.
+
+        Raises:
+            : Nothing; stopping again is harmless.
+        """
         self._stream.stop()
 
     def drain(self) -> None:
-        """Ask for no more; hand out what already arrived, then end."""
+        """Ask for no more; hand out what already arrived, then end.
+
+        Raises:
+            : Nothing; it does not wait (the iterating thread hands out the rest).
+        """
         self._draining.set()
         self._stream.stop()
 
@@ -290,11 +646,24 @@ class ConsumerMessages:
 
 
 class ConsumeContext:
-    """A running :meth:`Consumer.consume`: ``stop()``, ``drain()``, ``wait()``; ``error`` if it ended on one."""
+    """A running :meth:`Consumer.consume`: ``stop()``, ``drain()``, ``wait()``; ``error`` if it ended on one.
+
+    ``closed`` tells whether consumption has ended.  A with block stops it at the end.
+    """
 
     def __init__(
         self, messages: ConsumerMessages, callback: Callable[[Msg], None], report: Callable[[Exception], None]
     ) -> None:
+        """Start the consumption thread (``jsclient-consume``); :meth:`Consumer.consume` makes contexts.
+
+        Args:
+            messages: The iterator whose messages go to ``callback``.
+            callback: Called with each message, on that thread.
+            report: Called with what ``callback`` raises and with the error that ends consumption.
+
+        Raises:
+            RuntimeError: The thread cannot be started (the interpreter is shutting down, or out of threads).
+        """
         self._messages = messages
         self._callback = callback
         self._report = report
@@ -321,21 +690,51 @@ class ConsumeContext:
         return not self._thread.is_alive()
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        """Stop now and wait (up to ``timeout``; None: no limit) for the callback running, if any, to return."""
+        """Stop now and wait (up to ``timeout``; None: no limit) for the callback running, if any, to return.
+
+        Messages that arrived but were not handed to the callback come again
+        after ack_wait.  Called from the callback itself, it does not wait.
+
+        Args:
+            timeout: Seconds to wait for the thread to end; ``None``, no limit; ``0``, do not wait.  Running
+                out of time is not an error: ``closed`` (or :meth:`wait`) tells whether it ended.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+        """
         timeout = take_limit(timeout)
         self._messages.stop()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     def drain(self, timeout: float | None = 30.0) -> None:
-        """Pull no more; run the callback for what already arrived, then stop (``timeout``: as :meth:`stop`)."""
+        """Pull no more; run the callback for what already arrived, then stop (``timeout``: as :meth:`stop`).
+
+        Args:
+            timeout: Seconds to wait for that; ``None``, no limit; ``0``, do not wait.  Running out of time is
+                not an error, and the callback goes on with what is left.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+        """
         timeout = take_limit(timeout)
         self._messages.drain()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Until consumption ends (by stop, drain or an error); whether it has.  ``0`` only looks."""
+        """Until consumption ends (by stop, drain or an error); whether it has.  ``0`` only looks.
+
+        Args:
+            timeout: Seconds to wait; ``None`` (the default), no limit; ``0``, only look.
+
+        Returns:
+            True once consumption has ended; False while it still runs.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``.
+            RuntimeError: Called from the callback, whose thread cannot wait for itself.
+        """
         self._thread.join(take_limit(timeout))
         return not self._thread.is_alive()
 
@@ -365,6 +764,20 @@ class OrderedConsumer:
         opt_start_seq: int | None,
         headers_only: bool,
     ) -> None:
+        """Check the options; the first read creates the consumer.  :meth:`Stream.ordered_consumer` makes these.
+
+        Args:
+            js: The context whose requests it makes.
+            stream: The stream's name.
+            filter_subjects: As for :meth:`Stream.ordered_consumer`.
+            deliver_policy: As for :meth:`Stream.ordered_consumer`.
+            opt_start_seq: As for :meth:`Stream.ordered_consumer`.
+            headers_only: As for :meth:`Stream.ordered_consumer`.
+
+        Raises:
+            InvalidArgumentError: A bad option or combination.
+            ValueError: ``deliver_policy`` is not one of DeliverPolicy's values.
+        """
         self._js = js
         self.stream = stream
         if filter_subjects is not None and (not isinstance(filter_subjects, list) or not filter_subjects):
@@ -419,7 +832,26 @@ class OrderedConsumer:
 
     @renamed_keywords(batch="max_messages", max_wait="timeout")
     def fetch(self, max_messages: int = 1, *, timeout: float | None = 5.0) -> list[Msg]:
-        """Up to ``max_messages`` messages in order: what came by ``timeout``."""
+        """Up to ``max_messages`` messages in order: what came by ``timeout``.
+
+        The first read creates the consumer.  A missed delivery drops the
+        messages after it, and a consumer that went away gives ``[]``; either
+        way the next read starts a new consumer after the last message handed out.
+
+        Args:
+            max_messages: The most messages to return.
+            timeout: Seconds to wait for them; ``None``, no limit; ``0`` is refused (a pull needs the server).
+
+        Returns:
+            The messages in stream order; ``[]`` when none came in time, or the consumer was just dropped.
+
+        Raises:
+            InvalidArgumentError: A bad ``max_messages`` or ``timeout``.
+            TimeoutError: Creating the consumer got no answer within the context's timeout.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal to create the consumer.
+            ConnectionClosedError: The connection is closed.
+        """
         wait = answer_limit(timeout)
         try:
             got = _fetch_once(self._js, self.stream, self._current(), max_messages, wait, None, None)
@@ -434,7 +866,22 @@ class OrderedConsumer:
         return out
 
     def next_msg(self, timeout: float | None = 5.0) -> Msg:
-        """One message, in order (TimeoutError when none comes by ``timeout``)."""
+        """One message, in order (TimeoutError when none comes by ``timeout``).
+
+        Args:
+            timeout: Seconds to wait; ``None``, no limit; ``0`` is refused (a pull needs the server).
+
+        Returns:
+            The next message in stream order.
+
+        Raises:
+            TimeoutError: No message within ``timeout``, or, sooner, the consumer had to be dropped (the next
+                call reads from a new one, where this one stopped).
+            InvalidArgumentError: A bad ``timeout``.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal to create the consumer.
+            ConnectionClosedError: The connection is closed.
+        """
         got = self.fetch(1, timeout=timeout)
         if not got:
             raise TimeoutError(f"no message from the ordered consumer on {self.stream!r} within {timeout} s")
@@ -443,7 +890,24 @@ class OrderedConsumer:
     next = renamed_method(next_msg, "next")
 
     def messages(self, *, max_messages: int = DEFAULT_MAX_MESSAGES, expires: float = DEFAULT_EXPIRES) -> Iterator[Msg]:
-        """Every message from here on, in order, across as many consumers as it takes; ``close()`` ends it."""
+        """Every message from here on, in order, across as many consumers as it takes; ``close()`` ends it.
+
+        A generator: nothing is checked or sent before the first message is asked for.
+
+        Args:
+            max_messages: How many messages to keep asked for.
+            expires: Seconds each pull request lives on the server (at least 1); not a wait of this call.
+
+        Yields:
+            Each message, in stream order.
+
+        Raises:
+            InvalidArgumentError: A bad ``max_messages`` or ``expires`` (when iteration starts).
+            TimeoutError: Creating a consumer got no answer within the context's timeout.
+            StreamNotFoundError: The stream was deleted.
+            JetStreamAPIError: Any other refusal to create a consumer.
+            ConnectionClosedError: The connection is closed.
+        """
         count, _, share, expires, heartbeat = _buffer(max_messages, None, None, None, expires, None)
         self._closed = False
         while not self._closed:
@@ -464,7 +928,11 @@ class OrderedConsumer:
                 psub.unsubscribe()
 
     def close(self) -> None:
-        """End ``messages()`` and delete the consumer (one left behind ends after 5 minutes unused)."""
+        """End ``messages()`` and delete the consumer (one left behind ends after 5 minutes unused).
+
+        Raises:
+            : Nothing; a failed delete is ignored (that consumer ends by itself).
+        """
         self._closed = True
         if self._stream is not None:
             self._stream.stop()

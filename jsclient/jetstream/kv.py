@@ -89,11 +89,19 @@ def check_key(key: Any, allow_wildcards: bool = False) -> str:
 
 
 class KeyValueEntry(NamedTuple):
+    """One entry of a key: a value, or a delete or purge marker (see ``operation``)."""
+
+    #: The bucket's name.
     bucket: str
+    #: The key.
     key: str
+    #: The value (``b""`` for a marker, and for every entry of a ``meta_only`` watch).
     value: bytes
+    #: The entry's revision, its stream sequence (what ``update``, ``delete`` and ``purge`` take as ``last``).
     revision: int
+    #: When the entry was stored (None when not known).
     created: dt.datetime | None
+    #: "PUT" for a value, "DEL" for a delete marker, "PURGE" for a purge marker.
     operation: str = PUT
     #: Entries after this one for the same key filter (watch and history).
     delta: int = 0
@@ -106,14 +114,23 @@ _fromisoformat = dt.datetime.fromisoformat
 
 
 class KeyValueStatus(NamedTuple):
+    """A bucket's settings and size, from its stream's info (``kv.status()``, ``js.key_values()``)."""
+
+    #: The bucket's name.
     bucket: str
+    #: How many entries it holds (values and markers, history included).
     values: int
+    #: How many entries it keeps per key.
     history: int
+    #: Seconds an entry lives (0 for no limit).
     ttl: float
+    #: How many bytes its stream holds.
     bytes: int
+    #: Where its stream is stored ("file" or "memory").
     backing_store: str
+    #: The info of the stream behind it.
     info: api.StreamInfo
-    #: How long the server's markers of removed keys live (0: the bucket has no limit markers).
+    #: How long the server's markers of removed keys live (0 when the bucket has no limit markers).
     limit_marker_ttl: float = 0.0
 
 
@@ -153,13 +170,29 @@ def _operation(op: str | None, reason: str | None = None) -> str:
 
 
 class KeyValue:
-    """One bucket.  Get it from ``js.create_key_value`` or ``js.key_value``."""
+    """One bucket.  Get it from ``js.create_key_value`` or ``js.key_value``.
+
+    Share it between threads.  Its calls wait the context's ``timeout`` for
+    the server's answer.  A key is letters, digits and ``- / _ = .``, with no
+    empty token, and does not start with ``_kv``.
+    """
 
     def __init__(self, js: JetStream, bucket: str, direct: bool, *, origin: str | None = None) -> None:
+        """Bind to the bucket; the context's calls make these, users do not.
+
+        Args:
+            js: The context whose requests it makes.
+            bucket: The bucket's name.
+            direct: Whether its stream allows direct gets, which reads then use (else the stream's API).
+            origin: The bucket this one mirrors, or None.
+
+        Raises:
+            : Nothing; it only keeps what it is given.
+        """
         self._js = js
         self.bucket = bucket
         self.stream = f"KV_{bucket}"
-        #: The bucket this one mirrors: its keys keep the origin's subjects, and writes go to the origin.
+        #: The bucket this one mirrors (None for none); its keys keep the origin's subjects, and writes go there.
         self.origin = origin
         self._prefix = f"$KV.{origin or bucket}."
         self._direct = direct
@@ -172,7 +205,24 @@ class KeyValue:
 
     # -- reading ---------------------------------------------------------------------
     def get(self, key: str, revision: int | None = None) -> KeyValueEntry:
-        """The current value (or the entry at ``revision``); KeyNotFoundError if none."""
+        """The current value (or the entry at ``revision``); KeyNotFoundError if none.
+
+        Args:
+            key: The key (no wildcards).
+            revision: The revision of the entry wanted; left out, the latest.
+
+        Returns:
+            The entry, with its value, its revision and the time it was stored.
+
+        Raises:
+            InvalidArgumentError: A bad key or revision, raised before anything is sent.
+            KeyNotFoundError: The key has no value: never set, its entries removed, or no entry at ``revision``.
+            KeyDeletedError: A KeyNotFoundError for an entry that is a delete or purge marker (its ``entry``).
+            TimeoutError: No answer within the context's timeout.
+            StreamNotFoundError: The bucket was deleted.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         if revision is None and self._direct:
             # The hot path: a key checked before has its direct-get subject ready.
             known = self._last_requests.get(key) if type(key) is str else None
@@ -243,24 +293,60 @@ class KeyValue:
 
     # -- writing ---------------------------------------------------------------------
     def put(self, key: str, value: bytes) -> int:
-        """Set the value; returns its revision."""
+        """Set the value; returns its revision.
+
+        Args:
+            key: The key.
+            value: The value (bytes-like).
+
+        Returns:
+            The new entry's revision.
+
+        Raises:
+            InvalidArgumentError: A bad key, or a value over the server's max_payload, raised before anything
+                is sent.
+            BadPayloadError: ``value`` is not bytes-like.
+            TimeoutError: No ack within the context's timeout; the value may still have been stored.
+            NoStreamResponseError: No stream stores the key: the bucket was deleted.
+            JetStreamAPIError: The bucket refused the value, for example one over its ``max_value_size``, or a
+                full bucket.
+            ConnectionClosedError: The connection is closed.
+        """
         check_key(key)
         return self._js.publish(self._prefix + key, value).seq
 
     def create(self, key: str, value: bytes, *, ttl: TTL | None = None) -> int:
         """Set the value only if the key has none (never set, deleted or purged).
 
-        ``ttl`` (whole seconds >= 1, or "never") removes the key after that
-        long, leaving a purge marker (ADR-48: a bucket made with
-        ``limit_marker_ttl``).
+        Args:
+            key: The key.
+            value: The value (bytes-like).
+            ttl: Remove the key after this long, leaving a purge marker: whole seconds >= 1 (an int, a float
+                without a fraction or a timedelta), or "never".  ADR-48: the bucket must be made with
+                ``limit_marker_ttl``.
+
+        Returns:
+            The new entry's revision.
+
+        Raises:
+            InvalidArgumentError: A bad key or ``ttl``, or a value over the server's max_payload, raised before
+                anything is sent.
+            BadPayloadError: ``value`` is not bytes-like.
+            KeyExistsError: The key has a value.
+            FeatureNotSupportedError: ``ttl`` needs a newer server than the one connected, raised before sending.
+            MessageTTLError: The bucket takes no TTLs (it was made without ``limit_marker_ttl``).
+            TimeoutError: No ack within the context's timeout; the value may still have been stored.
+            NoStreamResponseError: No stream stores the key: the bucket was deleted.
+            JetStreamAPIError: Any other refusal, such as a value over the bucket's ``max_value_size``.
+            ConnectionClosedError: The connection is closed.
         """
         check_key(key)
         if ttl is not None:
             ttl_value("ttl", ttl)
         try:
             return self._js.publish(self._prefix + key, value, expected_last_subject_seq=0, ttl=ttl).seq
-        except WrongLastSequenceError:
-            pass
+        except WrongLastSequenceError as exc:
+            refused = exc  # the server's refusal, which KeyExistsError carries
         try:
             self.get(key)
         except KeyDeletedError as deleted:
@@ -270,10 +356,32 @@ class KeyValue:
                 pass
         except KeyNotFoundError:
             pass
-        raise KeyExistsError(f"key {key!r} already exists in bucket {self.bucket!r}")
+        raise KeyExistsError(
+            f"key {key!r} already exists in bucket {self.bucket!r}",
+            code=refused.code, err_code=refused.err_code, description=refused.description,
+        ) from refused
 
     def update(self, key: str, value: bytes, last: int) -> int:
-        """Set the value only if the key's revision is still ``last``."""
+        """Set the value only if the key's revision is still ``last``.
+
+        Args:
+            key: The key.
+            value: The value (bytes-like).
+            last: The revision of the key's latest entry (a marker's too); 0 for a key that has no entry at all.
+
+        Returns:
+            The new entry's revision.
+
+        Raises:
+            InvalidArgumentError: A bad key or ``last``, or a value over the server's max_payload, raised
+                before anything is sent.
+            BadPayloadError: ``value`` is not bytes-like.
+            KeyWrongRevisionError: The key is at another revision.
+            TimeoutError: No ack within the context's timeout; the value may still have been stored.
+            NoStreamResponseError: No stream stores the key: the bucket was deleted.
+            JetStreamAPIError: Any other refusal, such as a value over the bucket's ``max_value_size``.
+            ConnectionClosedError: The connection is closed.
+        """
         return self._update(key, value, last, None)
 
     def _update(self, key: str, value: bytes, last: int, ttl: TTL | None) -> int:
@@ -283,15 +391,52 @@ class KeyValue:
             return self._js.publish(self._prefix + key, value, expected_last_subject_seq=last, ttl=ttl).seq
         except WrongLastSequenceError as exc:
             raise KeyWrongRevisionError(
-                f"key {key!r} in bucket {self.bucket!r} is not at revision {last}: {exc.description}"
-            ) from None
+                f"key {key!r} in bucket {self.bucket!r} is not at revision {last}: {exc.description}",
+                code=exc.code, err_code=exc.err_code, description=exc.description,
+            ) from exc
 
     def delete(self, key: str, last: int | None = None) -> int:
-        """Mark the key deleted (history is kept); with ``last``, only if still at that revision."""
+        """Mark the key deleted (history is kept); with ``last``, only if still at that revision.
+
+        Args:
+            key: The key.
+            last: Delete only if the key's latest entry has this revision.
+
+        Returns:
+            The revision of the delete marker.
+
+        Raises:
+            InvalidArgumentError: A bad key or ``last``, raised before anything is sent.
+            KeyWrongRevisionError: ``last`` was given and the key is at another revision.
+            TimeoutError: No ack within the context's timeout; the marker may still have been stored.
+            NoStreamResponseError: No stream stores the key: the bucket was deleted.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         return self._marker(key, Headers({OPERATION_HEADER: DEL}), last)
 
     def purge(self, key: str, last: int | None = None, *, ttl: TTL | None = None) -> int:
-        """Delete the key and its history, leaving one purge marker (that lives ``ttl``, when given: ADR-48)."""
+        """Delete the key and its history, leaving one purge marker (that lives ``ttl``, when given: ADR-48).
+
+        Args:
+            key: The key.
+            last: Purge only if the key's latest entry has this revision.
+            ttl: How long the purge marker lives: whole seconds >= 1, or "never"; the bucket must be made with
+                ``limit_marker_ttl``.
+
+        Returns:
+            The revision of the purge marker.
+
+        Raises:
+            InvalidArgumentError: A bad key, ``last`` or ``ttl``, raised before anything is sent.
+            KeyWrongRevisionError: ``last`` was given and the key is at another revision.
+            FeatureNotSupportedError: ``ttl`` needs a newer server than the one connected, raised before sending.
+            MessageTTLError: The bucket takes no TTLs (it was made without ``limit_marker_ttl``).
+            TimeoutError: No ack within the context's timeout; the marker may still have been stored.
+            NoStreamResponseError: No stream stores the key: the bucket was deleted.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         return self._marker(key, Headers({OPERATION_HEADER: PURGE, "Nats-Rollup": "sub"}), last, ttl)
 
     def _marker(self, key: str, headers: Headers, last: int | None, ttl: TTL | None = None) -> int:
@@ -303,7 +448,10 @@ class KeyValue:
                 self._prefix + key, b"", headers=headers, expected_last_subject_seq=last, ttl=ttl
             )
         except WrongLastSequenceError as exc:
-            raise KeyWrongRevisionError(f"key {key!r} is not at revision {last}: {exc.description}") from None
+            raise KeyWrongRevisionError(
+                f"key {key!r} is not at revision {last}: {exc.description}",
+                code=exc.code, err_code=exc.err_code, description=exc.description,
+            ) from exc
         return ack.seq
 
     # -- scanning ----------------------------------------------------------------------
@@ -319,9 +467,25 @@ class KeyValue:
     ) -> KeyWatcher:
         """Updates for matching keys: current values first, then ``None`` once, then live changes.
 
-        ``keys`` is one filter or a list of them.  ``resume_from_revision`` starts at
-        that revision, every entry from there on counting as initial.
-        ``updates_only`` skips the current values: the ``None`` comes at once.
+        Args:
+            keys: One key filter or a non-empty list of them (``*`` matches a token, ``>`` the rest).
+            include_history: Every retained entry of each key first, not only the latest.
+            ignore_deletes: Leave deletes and purges out.
+            meta_only: Leave the values out: entries carry ``b""`` (for keys and revisions alone).
+            updates_only: Skip the current values: the ``None`` comes at once.
+            resume_from_revision: Start at that revision, every entry from there on counting as initial.
+
+        Returns:
+            The watcher; ``stop()`` (or a with block) ends it.
+
+        Raises:
+            InvalidArgumentError: A bad filter, flag or revision, or ``updates_only``, ``include_history`` and
+                ``resume_from_revision`` together (any two), raised before anything is sent.
+            StreamNotFoundError: The bucket was deleted.
+            TimeoutError: Creating the watch's consumer got no answer, retried for up to a minute; or its info
+                got none within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
         """
         filters = [keys] if isinstance(keys, str) else keys
         if not isinstance(filters, list) or not filters:
@@ -350,7 +514,22 @@ class KeyValue:
         )
 
     def keys(self, filter: str = ">") -> list[str]:  # noqa: A002 - the natural name
-        """Keys that currently have a value."""
+        """Keys that currently have a value.
+
+        Args:
+            filter: Only keys matching this filter (``*`` matches a token, ``>`` the rest).
+
+        Returns:
+            The keys.
+
+        Raises:
+            InvalidArgumentError: A bad filter, raised before anything is sent.
+            TimeoutError: An entry did not come within the context's timeout, or the consumer that reads them
+                could not be made in time.
+            StreamNotFoundError: The bucket was deleted.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         found: dict[str, None] = {}
         with self.watch(filter, ignore_deletes=False, meta_only=True) as watcher:
             for entry in watcher.initial():
@@ -363,7 +542,22 @@ class KeyValue:
     def purge_deletes(self, older_than: float = 1800.0) -> int:
         """Remove deleted and purged keys' markers older than ``older_than`` seconds (with what remains
         of their history); younger markers stay, alone, so watchers still see those keys go.
-        Returns how many keys were cleaned.  A negative ``older_than`` removes every marker."""
+
+        Args:
+            older_than: Seconds a marker must be older than to go (default 30 minutes); a negative number
+                removes every marker.
+
+        Returns:
+            How many keys were cleaned.
+
+        Raises:
+            InvalidArgumentError: ``older_than`` is not a number, raised before anything is sent.
+            OverflowError: ``older_than`` is infinite, or too large to go back from now.
+            TimeoutError: An entry did not come, or a purge got no answer, within the context's timeout.
+            StreamNotFoundError: The bucket was deleted.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) or older_than != older_than:
             raise InvalidArgumentError(f"older_than must be a number of seconds, not {older_than!r}")
         cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=older_than)
@@ -380,7 +574,23 @@ class KeyValue:
         return len(markers)
 
     def history(self, key: str) -> list[KeyValueEntry]:
-        """Every retained entry of the key, oldest first (deletes and purges included)."""
+        """Every retained entry of the key, oldest first (deletes and purges included).
+
+        Args:
+            key: The key (no wildcards).
+
+        Returns:
+            The entries, oldest first.
+
+        Raises:
+            InvalidArgumentError: A bad key, raised before anything is sent.
+            KeyNotFoundError: The key has no entry at all.
+            TimeoutError: An entry did not come within the context's timeout, or the consumer that reads them
+                could not be made in time.
+            StreamNotFoundError: The bucket was deleted.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         check_key(key)
         with self.watch(key, include_history=True) as watcher:
             entries = list(watcher.initial())
@@ -389,6 +599,17 @@ class KeyValue:
         return entries
 
     def status(self) -> KeyValueStatus:
+        """The bucket's settings and size, asked of the server.
+
+        Returns:
+            The bucket's status.
+
+        Raises:
+            TimeoutError: No answer within the context's timeout.
+            StreamNotFoundError: The bucket was deleted.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         return bucket_status(self.bucket, self._js.stream_info(self.stream))
 
 
@@ -407,12 +628,35 @@ def _with_delivery_headers(
 
 
 class KeyWatcher(Watch[KeyValueEntry]):
-    """``next(timeout)`` gives entries; ``None`` once marks the end of the initial values."""
+    """``next(timeout)`` gives entries; ``None`` once marks the end of the initial values.
+
+    Made by :meth:`KeyValue.watch`.  Iterating it gives the same (the
+    ``None`` too) until it is stopped; ``stop()`` or a with block ends it.
+    It belongs to the thread that reads it.
+    """
 
     def __init__(
         self, kv: KeyValue, js: JetStream, prefix: str, keys: list[str], start: dict[str, Any], *,
         ignore_deletes: bool, meta_only: bool,
     ) -> None:
+        """Start an ordered consumer on the keys; :meth:`KeyValue.watch` makes watchers.
+
+        Args:
+            kv: The bucket watched.
+            js: The context whose requests it makes.
+            prefix: The subject prefix of the bucket's keys (the origin's, for a mirror).
+            keys: The key filters.
+            start: Where the consumer starts (its deliver policy fields).
+            ignore_deletes: Leave deletes and purges out.
+            meta_only: Leave the values out.
+
+        Raises:
+            StreamNotFoundError: The bucket was deleted.
+            TimeoutError: Creating the consumer got no answer, retried for up to a minute; or its info got
+                none within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         self._bucket = kv.bucket
         self._prefix_size = len(prefix)  # a key's subject is the bucket's prefix + the key
         self._ignore_deletes = ignore_deletes
@@ -434,7 +678,19 @@ class KeyWatcher(Watch[KeyValueEntry]):
     def next(self, timeout: float | None = 1.0) -> KeyValueEntry | None:
         """The next entry; ``None`` exactly once, after the initial values.  TimeoutError if none comes.
 
-        ``timeout``: None waits with no limit, 0 takes only what already arrived.
+        Args:
+            timeout: Seconds to wait; ``None``, no limit; ``0``, only what already arrived.
+
+        Returns:
+            The next entry (see its ``operation``), or None, once, at the end of the initial values.
+
+        Raises:
+            TimeoutError: Nothing came within ``timeout``.
+            InvalidArgumentError: A bad ``timeout``.
+            SubscriptionClosedError: The watcher was stopped.
+            JetStreamAPIError: Recreating the watch's consumer failed, for example with StreamNotFoundError once
+                the bucket was deleted.
+            ConnectionClosedError: The connection is closed.
         """
         timeout = take_limit(timeout)
         if self._initial_done and not self._marker_sent:

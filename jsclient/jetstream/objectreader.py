@@ -14,7 +14,13 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DigestMismatchError, DirectGetDisabledError, MessageNotFoundError, ObjectNotFoundError
+from ..errors import (
+    DigestMismatchError,
+    DirectGetDisabledError,
+    InvalidArgumentError,
+    MessageNotFoundError,
+    ObjectNotFoundError,
+)
 from .objectinfo import DEFAULT_CHUNK_SIZE, ObjectInfo, digest_bytes, digest_of
 
 if TYPE_CHECKING:
@@ -30,10 +36,26 @@ class ObjectReader(io.RawIOBase):
     The last read checks the size and the SHA-256 digest: a mismatch raises
     DigestMismatchError rather than end quietly; chunks that vanish while
     reading (the object was replaced or deleted) raise ObjectNotFoundError.
+
+    Made by :meth:`ObjectStore.get`.  A binary file object: ``read``,
+    ``readinto``, ``readall``, and iteration by chunks; close it, or use a
+    with block.  It belongs to the thread that reads it.
     """
 
     def __init__(self, js: JetStream, stream: str, subject: str, info: ObjectInfo, timeout: float) -> None:
-        """Reads the chunks of ``info`` on ``subject`` (its nuid's) of the bucket's ``stream``."""
+        """Reads the chunks of ``info`` on ``subject`` (its nuid's) of the bucket's ``stream``.
+
+        Args:
+            js: The context whose requests it makes.
+            stream: The bucket's stream.
+            subject: The subject of the object's chunks.
+            info: The object's description: its chunks, their size, its size and digest.
+            timeout: Seconds each fetch of chunks may wait for the server.
+
+        Raises:
+            DigestMismatchError: The description has no chunks, but a size or digest that is not an empty
+                object's.
+        """
         super().__init__()
         self.info = info
         self._js = js
@@ -49,11 +71,39 @@ class ObjectReader(io.RawIOBase):
         self._done = info.chunks == 0 and self._verify()
 
     def readable(self) -> bool:
+        """Whether it can be read: it can (io's question).
+
+        Returns:
+            True.
+
+        Raises:
+            : Nothing.
+        """
         return True
 
     def readinto(self, buffer: Any) -> int:
+        """Fill ``buffer`` with the object's next bytes, fetching chunks as needed; ``read`` and the rest use it.
+
+        Args:
+            buffer: A writable bytes-like object (a bytearray or a memoryview, say).
+
+        Returns:
+            How many bytes were written into it (0 at the end of the object).
+
+        Raises:
+            InvalidArgumentError: The reader is closed (also a ValueError, as io has it).
+            ObjectNotFoundError: The object's chunks went while it was read (it was replaced or deleted).
+            MessageNotFoundError: The same, from a bucket whose stream does not allow direct gets.
+            DigestMismatchError: The bytes read do not match the object's size or digest.
+            TimeoutError: A fetch of chunks got no reply within the get's ``timeout``.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         if self.closed:
-            raise ValueError("I/O operation on a closed object reader")
+            # InvalidArgumentError is also the ValueError io raises for a closed file.
+            raise InvalidArgumentError(
+                f"read of a closed ObjectReader (object {self.info.name!r}): get the object again to read it"
+            )
         out = memoryview(buffer).cast("B")
         while not self._current:
             if self._pending:

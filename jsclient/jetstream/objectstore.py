@@ -116,16 +116,29 @@ Data = bytes | bytearray | memoryview | IO[bytes] | os.PathLike[str]
 
 
 class ObjectStoreStatus(NamedTuple):
+    """An object store's settings and size, from its stream's info (``obs.status()``, ``js.object_stores()``)."""
+
+    #: The bucket's name.
     bucket: str
+    #: Its description, if it has one.
     description: str | None
+    #: Seconds an object lives (0 for no limit).
     ttl: float
+    #: Where its stream is stored ("file" or "memory").
     storage: str
+    #: How many replicas its stream has.
     replicas: int
+    #: Whether it is sealed (no more changes, ever).
     sealed: bool
+    #: How many bytes its stream holds (the chunks and the descriptions).
     size: int
+    #: Whether its stream compresses what it stores (s2).
     compressed: bool
+    #: The bucket's metadata.
     metadata: dict[str, str]
+    #: The info of the stream behind it.
     info: api.StreamInfo
+    #: Always "JetStream".
     backing_store: str = "JetStream"
 
 
@@ -136,9 +149,23 @@ def _now() -> dt.datetime:
 
 
 class ObjectStore:
-    """One bucket.  Get it from ``js.create_object_store`` or ``js.object_store``."""
+    """One bucket.  Get it from ``js.create_object_store`` or ``js.object_store``.
+
+    Share it between threads.  Its calls wait the context's ``timeout`` for
+    the server's answer; ``put`` and the gets take a ``timeout`` of their own
+    for the object's chunks.
+    """
 
     def __init__(self, js: JetStream, bucket: str) -> None:
+        """Bind to the bucket; the context's calls make these, users do not.
+
+        Args:
+            js: The context whose requests it makes.
+            bucket: The bucket's name.
+
+        Raises:
+            : Nothing; it only keeps what it is given.
+        """
         self._js = js
         self.bucket = bucket
         self.stream = f"OBJ_{bucket}"
@@ -154,7 +181,23 @@ class ObjectStore:
 
     # -- reading descriptions -----------------------------------------------------------
     def info(self, name: str, *, include_deleted: bool = False) -> ObjectInfo:
-        """The object's description; ObjectNotFoundError if there is none (or it is deleted)."""
+        """The object's description; ObjectNotFoundError if there is none (or it is deleted).
+
+        Args:
+            name: The object's name.
+            include_deleted: Give a deleted object's description too (its ``deleted`` is True).
+
+        Returns:
+            The description (size, chunks, digest, headers and metadata), or the link it is.
+
+        Raises:
+            InvalidArgumentError: A bad name, raised before anything is sent.
+            ObjectNotFoundError: No object of that name (or only a deleted one, unless ``include_deleted``).
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         found = self._info(check_name(name))
         if found is None or (found.deleted and not include_deleted):
             raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}")
@@ -178,14 +221,46 @@ class ObjectStore:
         return ObjectInfo.from_json(msg.data, msg.time)
 
     def list(self, *, include_deleted: bool = False) -> list[ObjectInfo]:
-        """Every object's description (links included), deleted ones only when asked."""
+        """Every object's description (links included), deleted ones only when asked.
+
+        Args:
+            include_deleted: Deleted objects' descriptions too.
+
+        Returns:
+            The descriptions, one per object.
+
+        Raises:
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: A description did not come within the context's timeout, or the consumer that reads
+                them could not be made in time.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         with self.watch(include_history=False, ignore_deletes=not include_deleted) as watcher:
             return list(watcher.initial())
 
     def watch(
         self, *, include_history: bool = False, ignore_deletes: bool = False, updates_only: bool = False
     ) -> ObjectWatcher:
-        """Descriptions as they change: current ones first, ``None`` once, then live changes."""
+        """Descriptions as they change: current ones first, ``None`` once, then live changes.
+
+        Args:
+            include_history: Every description the bucket still holds first, not only each object's latest.
+            ignore_deletes: Leave deleted objects out.
+            updates_only: Skip the current descriptions: the ``None`` comes at once.
+
+        Returns:
+            The watcher; ``stop()`` (or a with block) ends it.
+
+        Raises:
+            InvalidArgumentError: A flag that is not a bool, or ``updates_only`` with ``include_history``,
+                raised before anything is sent.
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: Creating the watch's consumer got no answer, retried for up to a minute; or its info
+                got none within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         for what, flag in (("include_history", include_history), ("ignore_deletes", ignore_deletes),
                            ("updates_only", updates_only)):
             if not isinstance(flag, bool):
@@ -202,6 +277,25 @@ class ObjectStore:
         """A readable file object over the object's bytes, fetched as read; the digest is checked at the end.
 
         A link to an object is followed; a link to a bucket is an error.
+
+        Args:
+            name: The object's name.
+            timeout: Seconds each fetch of its chunks may wait for the server; left out, the context's;
+                ``None``, no limit; ``0`` is refused.  The description is looked up within the context's.
+
+        Returns:
+            A binary file object (close it, or use a with block); its ``info`` is the object's description.
+
+        Raises:
+            InvalidArgumentError: A bad name or ``timeout`` (raised before anything is sent), or a link to a
+                whole bucket.
+            ObjectNotFoundError: No object of that name.
+            ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
+            DigestMismatchError: The description has no chunks, but a size or digest that is not an empty
+                object's.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
         """
         wait = answer_limit(timeout, self._js.timeout)
         info = self.info(name)
@@ -212,11 +306,57 @@ class ObjectStore:
         return ObjectReader(self._js, self.stream, self._chunk_subject(info.nuid), info, wait)
 
     def get_bytes(self, name: str, *, timeout: Timeout = DEFAULT) -> bytes:
+        """The object's bytes, all of them, checked against its size and SHA-256 digest.
+
+        Args:
+            name: The object's name (a link to an object is followed).
+            timeout: Seconds each fetch of its chunks may wait for the server; left out, the context's;
+                ``None``, no limit; ``0`` is refused.
+
+        Returns:
+            The object's bytes.
+
+        Raises:
+            InvalidArgumentError: A bad name or ``timeout`` (raised before anything is sent), or a link to a
+                whole bucket.
+            ObjectNotFoundError: No object of that name, or its chunks went while it was read (it was replaced
+                or deleted).
+            MessageNotFoundError: Its chunks went while it was read, from a bucket whose stream does not allow
+                direct gets.
+            DigestMismatchError: The bytes read do not match the object's size or digest.
+            ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
+            TimeoutError: No answer within the context's timeout (the description) or ``timeout`` (the chunks).
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         with self.get(name, timeout=timeout) as reader:
             return reader.readall()
 
     def get_file(self, name: str, path: str | os.PathLike[str], *, timeout: Timeout = DEFAULT) -> ObjectInfo:
-        """Write the object to ``path``, through a temporary file: a failed or corrupt read leaves no file."""
+        """Write the object to ``path``, through a temporary file: a failed or corrupt read leaves no file.
+
+        Args:
+            name: The object's name (a link to an object is followed).
+            path: Where to write it; a file there is replaced.
+            timeout: Seconds each fetch of its chunks may wait for the server; left out, the context's;
+                ``None``, no limit; ``0`` is refused.
+
+        Returns:
+            The object's description.
+
+        Raises:
+            OSError: The file cannot be written.
+            InvalidArgumentError: A bad name or ``timeout`` (raised before anything is sent), or a link to a
+                whole bucket.
+            ObjectNotFoundError: No object of that name, or its chunks went while it was read.
+            MessageNotFoundError: Its chunks went while it was read, from a bucket whose stream does not allow
+                direct gets.
+            DigestMismatchError: The bytes read do not match the object's size or digest.
+            ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
+            TimeoutError: No answer within the context's timeout (the description) or ``timeout`` (the chunks).
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         target = Path(path)
         partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
         with self.get(name, timeout=timeout) as reader:
@@ -245,10 +385,36 @@ class ObjectStore:
     ) -> ObjectInfo:
         """Store ``data`` (bytes, a binary file object, or a ``pathlib.Path``) as ``name``, in chunks.
 
-        ``meta`` (an :class:`ObjectMeta`) may carry the description, headers,
-        metadata and chunk size instead of the keywords.  The description is
-        stored last, so until then readers see the previous version; a put
-        that fails leaves that version as it was.
+        The description is stored last, so until then readers see the
+        previous version; a put that fails leaves that version as it was.
+
+        Args:
+            name: The object's name (any non-empty str).
+            data: The bytes: bytes-like, a binary file object (read to its end), or a path to a file
+                (``os.PathLike``; a str is refused).
+            description: A description stored with the object.
+            headers: Headers stored with it: a name to a value or a list of values.
+            metadata: Metadata stored with it, str to str.
+            chunk_size: Bytes per chunk (128 KiB unless given).
+            timeout: Seconds to wait for each chunk's ack and for the description's; left out, the context's;
+                ``None``, no limit; ``0`` is refused.
+            meta: An :class:`ObjectMeta` that carries the description, headers, metadata and chunk size instead
+                of the keywords (not with them).
+
+        Returns:
+            The stored object's description, its ``mtime`` now.
+
+        Raises:
+            InvalidArgumentError: A bad name, description, headers, metadata, chunk size, ``timeout`` or
+                ``data`` (a str, say), or ``meta`` with those keywords, raised before anything is sent; or a file
+                object that gives str, not bytes.
+            OSError: The file cannot be read.
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: A chunk's or the description's ack did not come within ``timeout``: the chunks stored
+                are purged, and the previous version stays.
+            JetStreamAPIError: The stream refused a chunk or the description, for example because the bucket is
+                full or sealed.
+            ConnectionClosedError: The connection is closed.
         """
         if meta is not None:
             if not isinstance(meta, ObjectMeta):
@@ -352,7 +518,22 @@ class ObjectStore:
         return replace(info, size=total, chunks=chunks, digest=digest_of(sha))
 
     def delete(self, name: str) -> ObjectInfo:
-        """Mark the object deleted and purge its chunks (deleting a deleted object does nothing)."""
+        """Mark the object deleted and purge its chunks (deleting a deleted object does nothing).
+
+        Args:
+            name: The object's name (for a link, the link is deleted, not its target).
+
+        Returns:
+            The deleted object's description (``deleted`` True, no size).
+
+        Raises:
+            InvalidArgumentError: A bad name, raised before anything is sent.
+            ObjectNotFoundError: No object of that name was ever stored (or it went with its history).
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
+            ConnectionClosedError: The connection is closed.
+        """
         info = self.info(name, include_deleted=True)
         if info.deleted:
             return info
@@ -371,7 +552,27 @@ class ObjectStore:
         headers: HeadersArg | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> ObjectInfo:
-        """Rename, or change the description, headers or metadata (what is not given stays)."""
+        """Rename, or change the description, headers or metadata (what is not given stays).
+
+        Args:
+            name: The object's name.
+            new_name: Its new name; an object of that name must not exist (a deleted one's name may be taken).
+            description: Its new description.
+            headers: Its new headers, in place of the old ones.
+            metadata: Its new metadata, in place of the old.
+
+        Returns:
+            The updated description.
+
+        Raises:
+            InvalidArgumentError: A bad name or value.
+            ObjectNotFoundError: No object of that name.
+            ObjectExistsError: An object named ``new_name`` exists.
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
+            ConnectionClosedError: The connection is closed.
+        """
         info = self.info(name)
         changes: dict[str, Any] = {}
         if new_name is not None and new_name != name:
@@ -395,7 +596,24 @@ class ObjectStore:
         return replace(updated, mtime=_now())
 
     def add_link(self, name: str, target: ObjectInfo) -> ObjectInfo:
-        """A link named ``name`` to the object ``target`` (of this or another bucket)."""
+        """A link named ``name`` to the object ``target`` (of this or another bucket).
+
+        Args:
+            name: The link's name; it may replace a link, not an object.
+            target: The description of the object to link to (from :meth:`info`, say): not deleted, not a link.
+
+        Returns:
+            The link's description.
+
+        Raises:
+            InvalidArgumentError: A bad name, or a ``target`` that is no ObjectInfo, is deleted or is a link
+                itself, raised before anything is sent.
+            ObjectExistsError: An object (not a link) has that name.
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
+            ConnectionClosedError: The connection is closed.
+        """
         if not isinstance(target, ObjectInfo):
             raise InvalidArgumentError(f"add_link needs the target's ObjectInfo, not {type(target).__name__}")
         if target.deleted:
@@ -405,7 +623,23 @@ class ObjectStore:
         return self._link(name, ObjectLink(target.bucket, target.name))
 
     def add_bucket_link(self, name: str, bucket: ObjectStore | str) -> ObjectInfo:
-        """A link named ``name`` to a whole bucket."""
+        """A link named ``name`` to a whole bucket.
+
+        Args:
+            name: The link's name; it may replace a link, not an object.
+            bucket: The bucket to link to: an ObjectStore or a bucket's name (not looked up).
+
+        Returns:
+            The link's description.
+
+        Raises:
+            InvalidArgumentError: A bad name or bucket name, raised before anything is sent.
+            ObjectExistsError: An object (not a link) has that name.
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
+            ConnectionClosedError: The connection is closed.
+        """
         other = bucket.bucket if isinstance(bucket, ObjectStore) else check_bucket(bucket)
         return self._link(name, ObjectLink(other))
 
@@ -419,11 +653,32 @@ class ObjectStore:
 
     # -- the bucket ----------------------------------------------------------------------
     def seal(self) -> ObjectStoreStatus:
-        """No more changes, ever: the stream is sealed."""
+        """No more changes, ever: the stream is sealed.
+
+        Returns:
+            The bucket's status, now sealed.
+
+        Raises:
+            StreamNotFoundError: The bucket was deleted.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         info = self._js.stream_info(self.stream)
         return bucket_status(self.bucket, self._js.update_stream(api.replace(info.config, sealed=True)))
 
     def status(self) -> ObjectStoreStatus:
+        """The bucket's settings and size, asked of the server.
+
+        Returns:
+            The bucket's status.
+
+        Raises:
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: No answer within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         try:
             return bucket_status(self.bucket, self._js.stream_info(self.stream))
         except StreamNotFoundError:
@@ -475,9 +730,29 @@ def _read_full(source: IO[bytes], size: int) -> bytes:
 
 
 class ObjectWatcher(Watch[ObjectInfo]):
-    """``next(timeout)`` gives descriptions; ``None`` once marks the end of the current ones."""
+    """``next(timeout)`` gives descriptions; ``None`` once marks the end of the current ones.
+
+    Made by :meth:`ObjectStore.watch`.  Iterating it gives the same (the
+    ``None`` too) until it is stopped; ``stop()`` or a with block ends it.
+    It belongs to the thread that reads it.
+    """
 
     def __init__(self, store: ObjectStore, js: JetStream, policy: DeliverPolicy, *, ignore_deletes: bool) -> None:
+        """Start an ordered consumer on the bucket's descriptions; :meth:`ObjectStore.watch` makes watchers.
+
+        Args:
+            store: The bucket watched.
+            js: The context whose requests it makes.
+            policy: Where the consumer starts: each object's latest, everything held, or only what is new.
+            ignore_deletes: Leave deleted objects out.
+
+        Raises:
+            ObjectStoreNotFoundError: The bucket was deleted.
+            TimeoutError: Creating the consumer got no answer, retried for up to a minute; or its info got none
+                within the context's timeout.
+            JetStreamAPIError: Any other refusal.
+            ConnectionClosedError: The connection is closed.
+        """
         self._store = store
         self._ignore_deletes = ignore_deletes
         self._timeout = js.timeout
@@ -494,7 +769,20 @@ class ObjectWatcher(Watch[ObjectInfo]):
     def next(self, timeout: float | None = 1.0) -> ObjectInfo | None:
         """The next description; ``None`` exactly once, after the current ones.  TimeoutError if none comes.
 
-        ``timeout``: None waits with no limit, 0 takes only what already arrived.
+        Args:
+            timeout: Seconds to wait; ``None``, no limit; ``0``, only what already arrived.
+
+        Returns:
+            The next description (a deleted object's has ``deleted`` True), or None, once, at the end of the
+            current ones.
+
+        Raises:
+            TimeoutError: Nothing came within ``timeout``.
+            InvalidArgumentError: A bad ``timeout``.
+            SubscriptionClosedError: The watcher was stopped.
+            JetStreamAPIError: Recreating the watch's consumer failed, for example with StreamNotFoundError once
+                the bucket was deleted.
+            ConnectionClosedError: The connection is closed.
         """
         timeout = take_limit(timeout)
         while True:

@@ -120,7 +120,13 @@ def resume_after(stream_seq: int) -> dict[str, Any]:
 
 
 class OrderedSubscription(Bound):
-    """Messages of a stream (or subject filter) exactly once, in order, despite faults."""
+    """Messages of a stream (or subject filter) exactly once, in order, despite faults.
+
+    Made by ``js.subscribe(..., ordered=True)``.  Its consumer is recreated
+    where delivery stands after a gap, missed heartbeats, a deleted consumer
+    or a reconnect (``resets`` counts them).  Iteration ends when the
+    subscription or the connection does.
+    """
 
     def __init__(
         self,
@@ -131,7 +137,26 @@ class OrderedSubscription(Bound):
         cb: Callable[[Msg], None] | None,
         limits: tuple[int | None, int | None],
     ) -> None:
-        """Create the first consumer (and, with ``cb``, the callback thread): the subscription runs."""
+        """Create the first consumer (and, with ``cb``, the callback thread): the subscription runs.
+
+        Args:
+            js: The context whose requests it makes.
+            stream: The stream to read.
+            subject: The subject filter, or None for the whole stream (or the config's filters).
+            config: The consumer configuration, already checked and completed for an ordered consumer.
+            cb: Called with each message on the subscription's own thread (``jsclient-ordered``), or None to
+                take them with ``next_msg``.
+            limits: The core subscription's pending limits (messages, bytes); None takes the connection's.
+
+        Raises:
+            ConnectionClosedError: The connection is closed or draining.
+            TimeoutError: Creating the consumer got no answer, retried for up to a minute.
+            JetStreamUnavailableError: JetStream stayed unavailable through a minute of retries
+                (JetStreamNotEnabledError when none answered).
+            StreamNotFoundError: There is no such stream.
+            FeatureNotSupportedError: The configuration needs a newer server than the one connected.
+            JetStreamAPIError: Any other refusal to create the consumer.
+        """
         super().__init__(js, stream, subject)
         self._base = config
         self._cb = cb
@@ -243,7 +268,25 @@ class OrderedSubscription(Bound):
 
     # -- taking thread ------------------------------------------------------------------
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
-        """The next message in stream order; ``timeout`` as for any subscription (None: no limit; 0: queued)."""
+        """The next message in stream order; ``timeout`` as for any subscription (None: no limit; 0: queued).
+
+        Args:
+            timeout: Seconds to wait; ``None``, no limit; ``0``, only a message already queued.
+
+        Returns:
+            The next message in stream order (its ack is disabled; an ordered consumer takes none).
+
+        Raises:
+            TimeoutError: No message within ``timeout``, perhaps because the consumer is being recreated (a
+                later call waits for that to finish).
+            InvalidArgumentError: A bad ``timeout``.
+            Error: The subscription has a callback, which takes the messages.
+            SubscriptionClosedError: The subscription was unsubscribed, or drained and nothing is left.
+            JetStreamAPIError: Recreating the consumer failed, for example with StreamNotFoundError once the
+                stream was deleted; the next call raises it once.
+            JetStreamStatusError: The server sent an error status other than a deleted consumer's.
+            ConnectionClosedError: The connection is closed.
+        """
         if self._cb is not None and threading.current_thread() is not self._thread:
             raise Error("next_msg cannot be used on a subscription with a callback")
         timeout = take_limit(timeout)
@@ -356,6 +399,16 @@ class OrderedSubscription(Bound):
         return self._closed
 
     def unsubscribe(self) -> None:
+        """Stop now, and delete the consumer without waiting for the answer.
+
+        A consumer whose delete is lost goes by itself once unused for its
+        ``inactive_threshold`` (5 minutes by default).  With a callback, this
+        waits up to 5 s for the callback's thread to end (not when called from
+        the callback).
+
+        Raises:
+            : Nothing; a failed delete is ignored.
+        """
         self._conn.core.remove_reconnect_hook(self._hook_key)
         with self._lock:
             self._closed = True
@@ -375,6 +428,16 @@ class OrderedSubscription(Bound):
 
         No consumer is recreated from here on: a gap found while draining
         ends the subscription after the messages before it.
+
+        Args:
+            timeout: Seconds to wait for what arrived to be taken; left out, the connection's ``drain_timeout``
+                option; ``None``, no limit; ``0`` is refused.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
+            TimeoutError: Messages were still queued after ``timeout``, or the server did not confirm the end
+                of deliveries in time; the subscription ends anyway.
+            ConnectionClosedError: The connection is closed.
         """
         timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         with self._lock:

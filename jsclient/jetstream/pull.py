@@ -201,12 +201,29 @@ class PullInbox:
 
 
 class PullSubscription(Bound):
-    """Fetch batches, or iterate with :meth:`messages`, from a pull consumer."""
+    """Fetch batches, or iterate with :meth:`messages`, from a pull consumer.
+
+    Made by ``js.pull_subscribe(...)``.  Meant for one consuming thread at a
+    time: use one per thread (they may share a durable consumer).
+    """
 
     def __init__(
         self, js: JetStream, stream: str, consumer: str, subject: str | None, *, created: bool,
         group: dict[str, Any] | None = None,
     ) -> None:
+        """Subscribe a fresh inbox for the consumer's messages; ``js.pull_subscribe`` makes these.
+
+        Args:
+            js: The context whose requests it makes.
+            stream: The consumer's stream.
+            consumer: The consumer's name.
+            subject: The subject it was made for, or None.
+            created: Whether the library created the consumer for it; :meth:`unsubscribe` then deletes it.
+            group: The priority-group fields every pull carries (ADR-42), or None.
+
+        Raises:
+            ConnectionClosedError: The connection is closed or draining.
+        """
         super().__init__(js, stream, subject, consumer)
         self._delete_on_close = created
         self._serials = itertools.count(1)
@@ -223,7 +240,17 @@ class PullSubscription(Bound):
         return self._inbox.pin_id
 
     def take_ready(self, max_messages: int) -> list[Msg]:
-        """Internal (not part of the public API): up to ``max_messages`` messages that already arrived, at once."""
+        """Internal (not part of the public API): up to ``max_messages`` messages that already arrived, at once.
+
+        Args:
+            max_messages: The most messages to take.
+
+        Returns:
+            The messages already queued (``[]`` when none).
+
+        Raises:
+            SubscriptionClosedError: The subscription has ended and a status was the last thing queued.
+        """
         return self._inbox.take_ready(max_messages)
 
     # -- fetch ------------------------------------------------------------------
@@ -239,7 +266,32 @@ class PullSubscription(Bound):
     ) -> list[Msg]:
         """Up to ``max_messages`` messages within ``timeout``; ``[]`` when none came (not an error).
 
-        ``no_wait``: only what the consumer has now, without waiting for more.
+        Messages that arrived after an earlier fetch returned come first.  An
+        error status that ends a request after messages came is raised by the
+        next fetch, so none of them is lost.
+
+        Args:
+            max_messages: The most messages to return.
+            timeout: Seconds to wait; ``None``, no limit; ``0`` is refused (a pull needs the server's answer).
+            max_bytes: The most bytes to return, counted as the server counts them (subject, headers and
+                body); the request ends before a message that would pass it.
+            heartbeat: Seconds between the server's heartbeats while the request waits, under half the
+                ``timeout``: a server silent for two of them raises HeartbeatsMissedError instead of being
+                waited out.  Left out, none.
+            no_wait: Only what the consumer has now, without waiting for more.
+
+        Returns:
+            The messages in order, perhaps fewer than asked for (``[]`` when none came in time).
+
+        Raises:
+            InvalidArgumentError: A bad ``max_messages``, ``timeout``, ``max_bytes`` or ``heartbeat``, raised
+                before anything is sent.
+            SubscriptionClosedError: The subscription was drained or unsubscribed, and nothing it received is left.
+            HeartbeatsMissedError: ``heartbeat`` was given, and neither a message nor a heartbeat came.
+            JetStreamStatusError: The server ended a request with an error status: NoRespondersStatusError (no
+                such consumer), ConsumerDeletedError, MaxWaitingExceededError, or a request over the consumer's
+                limits (MaxRequestBatchExceededError and the like).
+            ConnectionClosedError: The connection is closed.
         """
         timeout, heartbeat = _check_pull(max_messages, "timeout", answer_limit(timeout), max_bytes, heartbeat)
         inbox = self._inbox
@@ -347,11 +399,25 @@ class PullSubscription(Bound):
     ) -> MessageStream:
         """A blocking iterator that keeps pull requests outstanding; ``stop()`` ends it.
 
-        ``buffer_bytes`` (ADR-37's max_bytes of a consume) keeps that many bytes
-        asked for instead of ``max_messages`` messages, asking again below ``threshold``
-        of it; ``max_bytes`` (per request) cannot be given with it.  ``warnings_end``:
-        a passing trouble (no responders: the consumer may be gone) ends the
-        iteration with its error instead of being reported and asked again.
+        Args:
+            max_messages: How many messages to keep asked for.
+            expires: Seconds each pull request lives on the server; not a wait of this call.
+            max_bytes: The most bytes each pull request may bring; not with ``buffer_bytes``.
+            heartbeat: Seconds between the server's heartbeats while a request waits, under half of
+                ``expires``.  Left out, the server sends none, and requests silent for ``expires`` + 1 s are
+                sent again.
+            threshold: Ask for more when what is still to come falls below this share of what is kept asked
+                for (above 0, at most 1).
+            buffer_bytes: ADR-37's max_bytes of a consume: keep that many bytes asked for instead of
+                ``max_messages`` messages, asking again below ``threshold`` of it.
+            warnings_end: A passing trouble (no responders: the consumer may be gone; too many waiting
+                requests) ends the iteration with its error instead of being reported and asked again.
+
+        Returns:
+            The iterator, which raises the error that ends consumption (see :class:`MessageStream`).
+
+        Raises:
+            InvalidArgumentError: A bad value or combination, raised before anything is sent.
         """
         expires, heartbeat = _check_pull(max_messages, "expires", expires, max_bytes, heartbeat)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
@@ -371,7 +437,15 @@ class PullSubscription(Bound):
         return self._inbox.port.is_closed
 
     def unsubscribe(self) -> None:
-        """Stop, and delete the consumer if this subscription created it."""
+        """Stop, and delete the consumer if this subscription created it.
+
+        Messages received and not yet taken are dropped; unacknowledged, they come again after ack_wait.
+
+        Raises:
+            TimeoutError: Deleting the consumer got no answer within the context's timeout.
+            ConnectionClosedError: The connection is closed, so the consumer created here was not deleted.
+            JetStreamAPIError: The server refused to delete that consumer.
+        """
         self._conn.core.remove_reconnect_hook(self._hook_key)
         self._inbox.port.unsubscribe()
         self._delete_created()
@@ -384,6 +458,17 @@ class PullSubscription(Bound):
         one that drains.  Messages the server sent after the drain come again
         after ``ack_wait``.  A consumer this subscription created is deleted
         once the last message is handed out (or on :meth:`unsubscribe`).
+
+        Args:
+            timeout: Seconds to wait for the server to confirm it has sent everything it will (one round
+                trip); left out, the connection's ``drain_timeout`` option; ``None``, no limit; ``0`` is refused.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
+            TimeoutError: The server did not confirm within ``timeout``, or deleting the consumer got no answer
+                within the context's timeout.
+            ConnectionClosedError: The connection is closed.
+            JetStreamAPIError: The server refused to delete the consumer created for this subscription.
         """
         timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         self._conn.core.remove_reconnect_hook(self._hook_key)
@@ -406,7 +491,13 @@ class MessageStream:
     trouble (no room, no responders) is reported and asked again after a
     pause; an error ends the iteration.  Silence for twice the heartbeat (or
     ``expires`` + 1 s without heartbeats) means the requests were lost: the
-    watchdog's alarm has them forgotten and asked again.
+    watchdog's alarm has them forgotten and asked again.  Iteration ends
+    quietly once stopped, or when the subscription or the connection ends.
+
+    Raises:
+        JetStreamStatusError: While iterating: an error status ended consumption, such as
+            ConsumerDeletedError, ConsumerIsPushBasedError or a request over the consumer's limits; with
+            ``warnings_end``, a passing trouble too (NoRespondersStatusError, MaxWaitingExceededError).
     """
 
     def __init__(
@@ -422,6 +513,22 @@ class MessageStream:
         *,
         warnings_end: bool = False,
     ) -> None:
+        """Keep the settings; iterating sends the requests.  :meth:`PullSubscription.messages` makes these.
+
+        Args:
+            inbox: The subscription's inbox, whose messages it takes.
+            consumer: The consumer's name, for error messages.
+            batch: How many messages to keep asked for (with ``buffer_bytes``, each request asks for many).
+            expires: Seconds each pull request lives on the server.
+            max_bytes: The most bytes each request may bring, or None.
+            heartbeat: Seconds between the server's heartbeats, or None for none.
+            threshold: The share of what is kept asked for below which more is asked for.
+            buffer_bytes: Bytes to keep asked for instead of messages, or None.
+            warnings_end: Whether a passing trouble ends the iteration.
+
+        Raises:
+            : Nothing; it only keeps what it is given.
+        """
         self._inbox = inbox
         self._consumer = consumer
         self.batch = BYTES_BATCH if buffer_bytes is not None else batch
@@ -439,7 +546,13 @@ class MessageStream:
         self.warnings_end = warnings_end
 
     def stop(self) -> None:
-        """End the iteration; the heartbeat watch ends now, even if nobody iterates again."""
+        """End the iteration; the heartbeat watch ends now, even if nobody iterates again.
+
+        Any thread may call it; it does not wait for the iterating thread.
+
+        Raises:
+            : Nothing; stopping again is harmless.
+        """
         self._stopped.set()
         if self._watching:
             self._watching = False

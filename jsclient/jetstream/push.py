@@ -52,7 +52,12 @@ PULL_ONLY_FIELDS = ("max_waiting", "max_batch", "max_expires")
 
 
 class PushSubscription(Bound):
-    """A JetStream push subscription: ``next_msg``, iteration or a callback, with ASM."""
+    """A JetStream push subscription: ``next_msg``, iteration or a callback, with ASM.
+
+    Made by ``js.subscribe(...)``.  Heartbeats and flow control are handled
+    on the way (ADR-15's automatic status management); iteration ends when
+    the subscription or the connection does.
+    """
 
     def __init__(
         self,
@@ -75,6 +80,30 @@ class PushSubscription(Bound):
 
         Everything was checked by :func:`subscribe`; the heartbeat watch
         starts when the consumer sends heartbeats (``idle_heartbeat`` with its ``alarm``).
+
+        Args:
+            js: The context whose requests it makes.
+            stream: The consumer's stream.
+            subject: The subject subscribed to, or None (a consumer given by name).
+            queue: The queue group (the consumer's deliver group), or None.
+            cb: Called with each message on the subscription's thread, or None to take them with ``next_msg``.
+            manual_ack: The callback acknowledges; else each message is acked when ``cb`` returns.
+            ack_none: The consumer's ack policy is none: messages are marked as needing no ack.
+            found: The existing consumer to bind to, or None to create one.
+            config: The configuration of a consumer to create.
+            name: The durable name of a consumer to create, or None for an ephemeral one.
+            limits: The core subscription's pending limits (messages, bytes); None takes the connection's.
+            idle_heartbeat: Seconds between the consumer's heartbeats, or None.
+            alarm: Seconds of silence after which missed heartbeats are reported, or None.
+
+        Raises:
+            ConnectionClosedError: The connection is closed or draining.
+            TimeoutError: Creating (or, after losing a race to create it, looking up) the consumer got no answer
+                within the context's timeout.
+            JetStreamSubscribeError: The consumer another subscriber created meanwhile does not fit this
+                subscription.
+            FeatureNotSupportedError: The consumer's configuration needs a newer server than the one connected.
+            JetStreamAPIError: The server refused to create the consumer.
         """
         super().__init__(js, stream, subject)
         self.queue = queue
@@ -130,7 +159,21 @@ class PushSubscription(Bound):
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
         """The next user message; statuses are handled on the way (ADR-15).
 
-        ``timeout``: None waits with no limit, 0 takes only a message already queued.
+        Args:
+            timeout: Seconds to wait; ``None``, no limit; ``0``, only a message already queued.
+
+        Returns:
+            The next message.
+
+        Raises:
+            TimeoutError: No message within ``timeout``.
+            InvalidArgumentError: A bad ``timeout``.
+            Error: The subscription has a callback, which takes the messages.
+            SubscriptionClosedError: The subscription has ended and nothing is left to take.
+            HeartbeatsMissedError: Neither a message nor a heartbeat came for the alarm time (the consumer may
+                be gone).
+            JetStreamStatusError: The server sent an error status, such as ConsumerDeletedError.
+            ConnectionClosedError: The connection is closed.
         """
         if self._user_cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
@@ -194,7 +237,15 @@ class PushSubscription(Bound):
         return self._sub is None or self._sub.is_closed
 
     def unsubscribe(self) -> None:
-        """Stop, and delete the consumer if this library created it (not for queue groups)."""
+        """Stop, and delete the consumer if this library created it (not for queue groups).
+
+        Messages received and not yet taken are dropped.
+
+        Raises:
+            TimeoutError: Deleting the consumer got no answer within the context's timeout.
+            ConnectionClosedError: The connection is closed, so the consumer created here was not deleted.
+            JetStreamAPIError: The server refused to delete that consumer.
+        """
         sub = self._sub
         self._mm.unwatch()
         if sub is not None:
@@ -202,7 +253,20 @@ class PushSubscription(Bound):
         self._delete_consumer(raise_errors=True)
 
     def drain(self, timeout: Timeout = DEFAULT) -> None:
-        """Deliver what is queued, then delete a library-made consumer (failure -> error callback)."""
+        """Deliver what is queued, then delete a library-made consumer (failure -> error callback).
+
+        It waits until what had arrived is taken (``next_msg``) or handled (the callback).
+
+        Args:
+            timeout: Seconds to wait for that; left out, the connection's ``drain_timeout`` option; ``None``, no
+                limit; ``0`` is refused.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
+            TimeoutError: Messages were still queued after ``timeout`` (the consumer is then not deleted), or
+                the server did not confirm the end of deliveries in time.
+            ConnectionClosedError: The connection is closed.
+        """
         timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         sub = self._sub
         self._mm.unwatch()

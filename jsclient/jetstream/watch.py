@@ -28,6 +28,17 @@ class Watch(Generic[T]):
     _timeout: float
 
     def next(self, timeout: float | None = 1.0) -> T | None:
+        """The next item, or ``None`` once after the initial ones; each kind of watcher defines it.
+
+        Args:
+            timeout: Seconds to wait; ``None``, no limit; ``0``, only what already arrived.
+
+        Returns:
+            The next item, or None.
+
+        Raises:
+            NotImplementedError: Always, here.
+        """
         raise NotImplementedError
 
     def _initial_pending(self, js: JetStream, stream: str) -> int:
@@ -39,7 +50,20 @@ class Watch(Generic[T]):
         return info.num_pending + info.delivered.consumer_seq
 
     def initial(self) -> Iterator[T]:
-        """The initial items only (ends at the marker)."""
+        """The initial items only (ends at the marker).
+
+        Each must come within the context's ``timeout``.
+
+        Yields:
+            Each initial item, in stream order.
+
+        Raises:
+            TimeoutError: An item did not come within the context's timeout.
+            SubscriptionClosedError: The watcher was stopped.
+            JetStreamAPIError: Recreating the watch's consumer failed, for example with StreamNotFoundError once
+                its stream was deleted.
+            ConnectionClosedError: The connection is closed.
+        """
         while (item := self.next(timeout=self._timeout)) is not None:
             yield item
 
@@ -51,6 +75,11 @@ class Watch(Generic[T]):
                 return
 
     def stop(self) -> None:
+        """Stop watching, and delete the watch's consumer without waiting for the answer.
+
+        Raises:
+            : Nothing; stopping again is harmless.
+        """
         self._sub.unsubscribe()
 
     def __enter__(self) -> Watch[T]:
