@@ -37,7 +37,7 @@ from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StoredMsg, StreamInfo
 from .manager import StrictOrder
 from .ordered import resume_after
-from .pull import MessageStream, PullSubscription
+from .pull import MessageStream, PullSubscription, check_heartbeat
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -333,6 +333,8 @@ def _buffer(
     if heartbeat is None:
         heartbeat = min(30.0, max(0.5, expires / 2))
         heartbeat = min(heartbeat, expires / 2 - 0.01)
+    else:
+        heartbeat = check_heartbeat(heartbeat, expires, "expires")
     if max_bytes is not None:
         whole("max_bytes", max_bytes)
         if threshold_messages is not None:
@@ -521,7 +523,11 @@ class Consumer:
             max_messages, max_bytes, threshold_messages, threshold_bytes, expires, heartbeat
         )
         psub = PullSubscription(self._js, self.stream, self.name, None, created=False)
-        stream = psub.messages(count, expires, None, heartbeat, share, buffer_bytes=size)
+        try:
+            stream = psub.messages(count, expires, None, heartbeat, share, buffer_bytes=size)
+        except BaseException:
+            psub.unsubscribe()  # its inbox and reconnect hook go with it (the consumer is not ours to delete)
+            raise
         return ConsumerMessages(psub, stream)
 
     def consume(
@@ -786,7 +792,11 @@ class OrderedConsumer:
             raise InvalidArgumentError(f"headers_only must be True or False, not {headers_only!r}")
         self._filters = filter_subjects
         self._headers_only = headers_only
-        policy = DeliverPolicy(deliver_policy)
+        try:
+            policy = DeliverPolicy(deliver_policy)
+        except ValueError:
+            names = ", ".join(p.value for p in DeliverPolicy)
+            raise InvalidArgumentError(f"deliver_policy must be one of {names}; not {deliver_policy!r}") from None
         self._start: dict[str, Any] = {"deliver_policy": policy.value}
         if opt_start_seq is not None:
             if policy is not DeliverPolicy.BY_START_SEQUENCE:
@@ -853,6 +863,7 @@ class OrderedConsumer:
             ConnectionClosedError: The connection is closed.
         """
         wait = answer_limit(timeout)
+        whole("max_messages", max_messages)  # before the first call makes the consumer
         try:
             got = _fetch_once(self._js, self.stream, self._current(), max_messages, wait, None, None)
         except (ConsumerNotFoundError, JetStreamStatusError):  # deleted, or gone: the next call starts another

@@ -551,8 +551,7 @@ class KeyValue:
             How many keys were cleaned.
 
         Raises:
-            InvalidArgumentError: ``older_than`` is not a number, raised before anything is sent.
-            OverflowError: ``older_than`` is infinite, or too large to go back from now.
+            InvalidArgumentError: ``older_than`` is not a finite number, raised before anything is sent.
             TimeoutError: An entry did not come, or a purge got no answer, within the context's timeout.
             StreamNotFoundError: The bucket was deleted.
             JetStreamAPIError: Any other refusal.
@@ -560,7 +559,10 @@ class KeyValue:
         """
         if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) or older_than != older_than:
             raise InvalidArgumentError(f"older_than must be a number of seconds, not {older_than!r}")
-        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=older_than)
+        try:
+            cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=older_than)
+        except OverflowError:  # infinite, or further back than a datetime goes: every marker is younger
+            raise InvalidArgumentError(f"older_than must be a finite number of seconds, not {older_than!r}") from None
         markers: dict[str, KeyValueEntry] = {}
         with self.watch(">", meta_only=True) as watcher:
             for entry in watcher.initial():

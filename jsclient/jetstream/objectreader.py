@@ -129,9 +129,13 @@ class ObjectReader(io.RawIOBase):
                 got += 1
                 self._take(stored.seq, stored.data)
         except DirectGetDisabledError:
-            msg = self._js.get_msg(self._stream, seq=self._seq, next_by_subj=self._subject)
-            got = 1
-            self._take(msg.seq, msg.data)
+            try:
+                msg = self._js.get_msg(self._stream, seq=self._seq, next_by_subj=self._subject, timeout=self._timeout)
+            except MessageNotFoundError:
+                got = 0  # gone here too: the same ObjectNotFoundError below
+            else:
+                got = 1
+                self._take(msg.seq, msg.data)
         except MessageNotFoundError:
             got = 0
         if not got:

@@ -103,10 +103,16 @@ def _check_pull(
     if max_bytes is not None:
         whole("max_bytes", max_bytes)
     if heartbeat is not None:
-        heartbeat = seconds("heartbeat", heartbeat)
-        if heartbeat >= limit / 2:
-            raise InvalidArgumentError(f"heartbeat ({heartbeat} s) must be less than half the {name} ({limit} s)")
+        heartbeat = check_heartbeat(heartbeat, limit, name)
     return limit, heartbeat
+
+
+def check_heartbeat(heartbeat: Any, limit: float, name: str) -> float:
+    """A pull's idle heartbeat: seconds, under half the ``name`` (``limit``), so one can come before it ends."""
+    beat = seconds("heartbeat", heartbeat)
+    if beat >= limit / 2:
+        raise InvalidArgumentError(f"heartbeat ({beat} s) must be less than half the {name} ({limit} s)")
+    return beat
 
 
 class PullInbox:
