@@ -78,7 +78,13 @@ class Headers(MutableMapping[str, str]):
                 else:
                     self.add(name, value)  # type: ignore[arg-type]  # add() names a bad type
             return
-        for name, value in initial:
+        try:
+            pairs = [(name, value) for name, value in initial]
+        except (TypeError, ValueError):  # not iterable, or an item that is not a (name, value) pair
+            raise BadHeaderError(
+                f"headers must be a mapping, a Headers or (name, value) pairs, not {initial!r:.80}"
+            ) from None
+        for name, value in pairs:
             self.add(name, value)
 
     # -- mapping protocol -------------------------------------------------

@@ -8,8 +8,10 @@ look at them.
 
 Acks follow ADR-15: once a terminal ack (+ACK, -NAK, +TERM) has been
 published, later ack calls send nothing; with ack policy ``none`` no ack call
-sends anything.  An ack raises only when publishing it fails (or, for
-``ack_sync``, when the server does not confirm in time).
+sends anything.  An ack raises when it cannot be sent (the connection is
+closed, or the reconnect buffer is full), when the message is not a
+JetStream message, or for a bad ``nak`` delay or ``term`` reason; ``ack_sync``
+is a request and also raises what a request raises (a timeout, say).
 """
 
 from __future__ import annotations

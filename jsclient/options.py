@@ -67,7 +67,8 @@ class Options:
         drain_timeout: Seconds a drain (``nc.drain()``, ``sub.drain()``, ``service.stop()``) may take when its
             ``timeout`` is left out.
         allow_reconnect: Reconnect when the link is lost; False closes the connection instead.
-        max_reconnect_attempts: Rounds over the server pool before giving up; -1 retries forever.
+        max_reconnect_attempts: Rounds over the server pool after the first one, before giving up (0: the first
+            round only); -1 retries forever.
         reconnect_time_wait: Longest wait between rounds, in seconds (the backoff grows to it), plus up to
             ``reconnect_jitter``.
         reconnect_jitter: Seconds, at most, added at random to each wait between rounds, so that clients

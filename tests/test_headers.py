@@ -87,3 +87,10 @@ def test_bad_names_and_values_rejected(name: str, value: str) -> None:
 def test_non_str_value_rejected() -> None:
     with pytest.raises(BadHeaderError, match="must be a str"):
         Headers({"k": 5})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("initial", [[("a", "1", "extra")], [("a",)], ["abc"], 5, [None]])
+def test_items_that_are_not_name_value_pairs_are_a_bad_header_error(initial: object) -> None:
+    # A jsclient.Error like every bad header (it was Python's own ValueError or TypeError).
+    with pytest.raises(BadHeaderError, match="name, value"):
+        Headers(initial)  # type: ignore[arg-type]

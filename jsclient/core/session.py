@@ -417,7 +417,7 @@ class Session:
             policy.retrying(until_true=True)(self._reconnect_round)
         except RetryError:
             self.close(
-                error=NoServersError(f"could not reconnect after {opts.max_reconnect_attempts} rounds"),
+                error=NoServersError(f"could not reconnect after {policy.attempts} rounds over the server pool"),
                 cause=RequestFailure.CONNECTION_LOST,
             )
 
