@@ -1,3 +1,3 @@
 """The package version, in one place (setup.cfg reads it from here)."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
