@@ -56,16 +56,20 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 ## make bench: jsclient beside nats-py, nats-py-sync, nats-py on a loop thread, pynats2 and a raw-socket bound,
-## in one run: rate and client CPU per operation (--json FILE keeps every round); exits 1 if a run gives no figure.
+## in one run: rate and client CPU per operation; exits 1 if a run gives no figure.  Every round, the versions, the
+## machine and the date go to docs/_data/bench.json (commit it: the docs draw their tables and charts from it) and
+## README's performance table is written anew from it.
 bench: $(STAMP)
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks --json docs/_data/bench.json --readme README.rst
 
-## make bench-spark: the jetstream data source against single-process baselines.
+## make bench-spark: the jetstream data source against single-process baselines; every round, the versions, the
+## machine and the date go to docs/_data/bench-spark.json (commit it: the docs draw from it).
 bench-spark: $(STAMP)
-	$(PY) -m benchmarks.spark_bench
+	$(PY) -m benchmarks.spark_bench --json docs/_data/bench-spark.json
 
 ## make docs: the documentation site (Sphinx, furo) into build/docs; every warning is an error and every
-## cross-reference must resolve (tests/test_docs.py builds it the same way in make test).
+## cross-reference must resolve (tests/test_docs.py builds it the same way in make test).  The performance
+## page's tables and charts are drawn at build time from docs/_data/*.json (docs/_ext/benchdata.py).
 docs: $(STAMP)
 	$(PY) -m sphinx -b html -E -W --keep-going -n -q docs build/docs
 	@echo "docs: $(CURDIR)/build/docs/index.html"

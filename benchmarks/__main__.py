@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,13 +33,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks import report
-from benchmarks.common import Figure
+from benchmarks import common, report
+from benchmarks.common import ROOT, Figure
 from benchmarks.report import FEATURES, MAIN, SHARE, THREADS
 from jsclient.server import NatsServer
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 
 @dataclass(frozen=True)
@@ -272,57 +267,10 @@ def paired_shares(runs: dict[str, Runs]) -> list[float]:
     return [100 * js.rate / raw.rate for js, raw in pairs if js is not None and raw is not None]
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-    }
-
-
-def _git_head(tree: Path | str) -> str:
-    """The commit a tree is at, "+ changes" if its files differ from it; read only (no index refresh)."""
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
-    try:
-        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=30, env=env, check=True).stdout.strip()
-        changed = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
-                                 capture_output=True, text=True, timeout=30, env=env, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "not a git checkout"
-    return f"{head} + changes" if changed else head
-
-
 def versions(old_tree: str = "") -> dict[str, str]:
-    """Every client's and nats-server's version, as measured."""
-    from importlib import metadata
-
-    import jsclient
-    from jsclient.server import binary_version, find_server_binary
-
-    out = {"jsclient": f"{jsclient.__version__} ({_git_head(ROOT)})"}
-    for dist in ("nats-py", "nats-py-sync", "pynats2"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    binary = find_server_binary()
-    out["nats-server"] = f"{binary_version(binary)} ({binary})"
-    if old_tree:
-        out[OLD] = f"{old_tree} ({_git_head(old_tree)})"
-    return out
+    """Every client's and nats-server's version, as measured (and an ``--old`` checkout's commit)."""
+    return common.versions(("nats-py", "nats-py-sync", "pynats2"),
+                           {OLD: f"{old_tree} ({common.git_head(old_tree)})"} if old_tree else None)
 
 
 def run_rows(rows: list[Row], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -389,6 +337,8 @@ def main() -> int:
     )
     parser.add_argument("--smoke", action="store_true",
                         help="the harness's own test: fixed workloads made tiny too (the watchdog's); no figure counts")
+    parser.add_argument("--readme", default="",
+                        help="also write README's performance table (between its markers) from the results")
     args = parser.parse_args()
     if args.old:
         args.old = str(Path(args.old).resolve())
@@ -396,27 +346,42 @@ def main() -> int:
     unknown = wanted - {r.key for r in EVERY_ROW}
     if unknown:
         parser.error(f"unknown rows: {', '.join(sorted(unknown))}")
-    rows = [r for r in EVERY_ROW if not wanted or r.key in wanted]
+    rows: list[report.Described] = [r for r in EVERY_ROW if not wanted or r.key in wanted]
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
-        rows = [r for r in rows if r.key in saved["results"]]
+        rows = [r for r in report.rows_of(saved, EVERY_ROW) if not wanted or r.key in wanted]
         report.print_all(rows, saved, rst=args.rst)
+        write_readme(args.readme, rows, saved)
         return 0
+    measured = [r for r in EVERY_ROW if not wanted or r.key in wanted]
     saved = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
+        "date": common.now(),
+        "machine": common.machine(),
         "versions": versions(args.old),
         "repeat": args.repeat,
         "scale": args.scale,
         "pinned": pinning(),
         "smoke": args.smoke,
-        "results": run_rows(rows, args),
+        "rows": report.describe(measured),
+        "results": run_rows(measured, args),
     }
     saved["errors"] = report.errors(rows, saved["results"])
     report.print_all(rows, saved, rst=args.rst)
     if args.json:
-        Path(args.json).write_text(json.dumps(saved, indent=2))
+        Path(args.json).write_text(json.dumps(saved, indent=2) + "\n")
+    write_readme(args.readme, rows, saved)
     return 1 if saved["errors"] else 0
+
+
+def write_readme(path: str, rows: list[report.Described], saved: dict[str, Any]) -> None:
+    """``--readme FILE``: FILE's generated table, from these results (never from a smoke or tiny-scale run's)."""
+    if not path:
+        return
+    if report.tiny(saved):
+        print(f"not writing {path}: a smoke or tiny-scale run's figures mean nothing", file=sys.stderr)
+        return
+    readme = Path(path)
+    readme.write_text(report.with_readme_block(readme.read_text(), report.readme_block(rows, saved)))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -21,9 +23,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -203,3 +207,64 @@ def windowed(submit: Callable[[], Any], n: int, size: int) -> None:
         window.append(submit())
     for fut in window:
         fut.result(timeout=30)
+
+
+# What a run's --json file records beside its figures (make bench and make bench-spark alike): when, on what
+# machine, with which versions.  The docs show it with the tables and charts drawn from the file.
+
+
+def now() -> str:
+    """The date and time of a run, in UTC (ISO 8601, seconds)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+    }
+
+
+def git_head(tree: Path | str) -> str:
+    """The commit a tree is at, "+ changes" if its package (jsclient/, what is measured) differs from it; read only
+    (no index refresh)."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=30, env=env, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--", "jsclient"],
+                                 capture_output=True, text=True, timeout=30, env=env, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout"
+    return f"{head} + changes" if changed else head
+
+
+def versions(dists: tuple[str, ...], extra: dict[str, str] | None = None) -> dict[str, str]:
+    """jsclient's version (and commit), each distribution's in ``dists``, nats-server's, as measured."""
+    from importlib import metadata
+
+    import jsclient
+    from jsclient.server import binary_version, find_server_binary
+
+    out = {"jsclient": f"{jsclient.__version__} ({git_head(ROOT)})"}
+    for dist in dists:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    binary = find_server_binary()
+    out["nats-server"] = f"{binary_version(binary)} ({binary})"
+    return {**out, **(extra or {})}

@@ -1,16 +1,21 @@
-"""The tables of ``make bench``, as text or reStructuredText, from a run's results or an earlier ``--json`` file.
+"""The tables of ``make bench`` and ``make bench-spark``, from a run's results or an earlier ``--json`` file.
 
-Kept apart from the runner so ``--from-json`` prints exactly what a run
-prints.  A file from before CPU was measured (a bare rate per client) prints
-with "-" for CPU.
+Kept apart from the runners so ``--from-json`` prints exactly what a run
+prints, and so the docs draw their tables from the same cells: as text, as
+reStructuredText simple tables (``--rst``, README's table) or as list-tables
+(the docs' extension, docs/_ext/benchdata.py, from the committed files under
+docs/_data).  A file from before CPU was measured (a bare rate per client)
+prints with "-" for CPU; one from before the file described its rows takes
+the runner's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from benchmarks.__main__ import Row
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 #: The tables a row can be in (see benchmarks/__main__.py).
 MAIN, FEATURES, THREADS = "client speed", "feature against feature", "threads"
@@ -19,11 +24,59 @@ COLUMNS = ("jsclient", "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "
 #: results key of a row's "% raw": the median over rounds of jsclient's rate over raw's in the same round.
 SHARE = "% raw"
 CPU = "µs/op"
+#: README's table: jsclient beside nats-py on these rows (``--readme FILE`` writes it between these comments).
+README_ROWS = ("publish", "next_msg", "request_concurrent", "js_publish", "js_publish_async", "ordered", "kv_get")
+README_START = ".. Generated from docs/_data/bench.json by make bench (benchmarks/report.py); never edited by hand."
+README_END = ".. End of the generated table."
 #: (fast-ingest row, publish_async row, how they ran), for the ratio issue 22 sets a target on (1.5x).
 FAST_INGEST_PAIRS = (
     ("js_publish_stream", "js_publish_async", "pinned (the server on one core)"),
     ("js_publish_stream_unpinned", "js_publish_async_unpinned", "nothing pinned"),
 )
+
+
+class Described(Protocol):
+    """What the tables need of a row: the runner's ``Row``, or a row as a ``--json`` file describes it."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def clients(self) -> tuple[str, ...]: ...
+    @property
+    def target(self) -> float | None: ...  # required jsclient / nats-py ratio
+    @property
+    def higher_is_better(self) -> bool: ...
+    @property
+    def table(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A row as a ``--json`` file describes it (:func:`describe`), so the file shows without the runner."""
+
+    key: str
+    title: str
+    clients: tuple[str, ...]
+    target: float | None = None
+    higher_is_better: bool = True
+    table: str = MAIN
+
+
+def describe(rows: Sequence[Described]) -> dict[str, dict[str, Any]]:
+    """What a ``--json`` file keeps of its rows, in order: each one's title, clients, target and table."""
+    return {row.key: {"title": row.title, "clients": list(row.clients), "target": row.target,
+                      "higher_is_better": row.higher_is_better, "table": row.table} for row in rows}
+
+
+def rows_of(saved: dict[str, Any], known: Sequence[Described]) -> list[Described]:
+    """The rows of a ``--json`` file, as it describes them; for an older file, the ``known`` rows it has results of."""
+    described: dict[str, dict[str, Any]] | None = saved.get("rows")
+    if not described:
+        return [row for row in known if row.key in saved["results"]]
+    return [Shown(key, row["title"], tuple(row["clients"]), row.get("target"), row.get("higher_is_better", True),
+                  row.get("table", MAIN)) for key, row in described.items()]
 
 
 def entry(res: dict[str, Any], client: str) -> dict[str, Any] | None:
@@ -46,7 +99,7 @@ def us(value: float | None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
-def rate_cell(row: Row, got: dict[str, Any] | None) -> str:
+def rate_cell(row: Described, got: dict[str, Any] | None) -> str:
     if got is None:
         return "-"
     if got.get("rate") is None:
@@ -54,15 +107,15 @@ def rate_cell(row: Row, got: dict[str, Any] | None) -> str:
     return f"{got['rate']:,.0f}" if row.higher_is_better else f"{got['rate']:.1f} %"
 
 
-def progress(row: Row, client: str, got: dict[str, Any]) -> str:
+def progress(row: Described, client: str, got: dict[str, Any]) -> str:
     """A (row, client)'s line on stderr: median rate and CPU, then each round's rate (a stall shows as one)."""
     rounds = " ".join("error" if f is None else f"{f['rate']:,.0f}" for f in got["rounds"])
     return f"{row.key:<26} {client:<14} {rate_cell(row, got):>12} {us(got.get('cpu_us')):>8} {CPU}  ({rounds})"
 
 
-def errors(rows: list[Row], results: dict[str, dict[str, Any]]) -> list[str]:
+def errors(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> list[str]:
     """Every run that gave no figure, as ``row client: why``."""
-    out = []
+    out: list[str] = []
     for row in rows:
         for client in COLUMNS:
             got = entry(results.get(row.key, {}), client)
@@ -97,7 +150,7 @@ def of_raw(res: dict[str, Any]) -> str:
     return f"{100 * js / raw:.0f} %" if js and raw else "-"
 
 
-def speed_table(rows: list[Row], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
+def speed_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Client speed or feature against feature: each client's rate and CPU per operation, the ratio, the target."""
     clients = [c for c in COLUMNS if any(c in row.clients or entry(results.get(row.key, {}), c) for row in rows)]
     headers = ["row"]
@@ -122,19 +175,44 @@ def speed_table(rows: list[Row], results: dict[str, dict[str, Any]], rst: bool) 
             before, now = rate_of(res, "jsclient-old"), rate_of(res, "jsclient")
             cells.append(f"{now / before:.2f}x" if before and now and row.higher_is_better else "-")
         lines.append(cells)
-    return render(headers, lines, rst)
+    return headers, lines
 
 
-def threads_table(rows: list[Row], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
-    """A line per (row, client): calls per second, CPU per call, latency of one call."""
+def speed_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
+    return render(*speed_cells(rows, results), rst)
+
+
+def headline_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """jsclient beside nats-py alone: each one's rate and CPU per operation, the ratio, the target."""
+    headers = ["row", "jsclient", "nats-py", "ratio", f"jsclient {CPU}", f"nats-py {CPU}", "target"]
+    lines = []
+    for row in rows:
+        res = results.get(row.key, {})
+        js, py = entry(res, "jsclient"), entry(res, "nats-py")
+        if js is None or py is None:
+            continue
+        got_ratio = ratio(res)
+        lines.append([row.title, rate_cell(row, js), rate_cell(row, py), f"{got_ratio:.2f}x" if got_ratio else "-",
+                      us(js.get("cpu_us")), us(py.get("cpu_us")), f"{row.target:.1f}x" if row.target else "-"])
+    return headers, lines
+
+
+def threads_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]],
+                  every_title: bool) -> tuple[list[str], list[list[str]]]:
+    """A line per (row, client): calls per second, CPU per call, latency of one call; the title on its first line
+    only, unless ``every_title`` (a simple table needs it on every line)."""
     lines = []
     for row in rows:
         res = results.get(row.key, {})
         for n, client in enumerate(c for c in COLUMNS if entry(res, c) is not None):
             got = entry(res, client) or {}
-            lines.append([row.title if rst or n == 0 else "", client, rate_cell(row, got), us(got.get("cpu_us")),
-                          us(got.get("p50_us")), us(got.get("p99_us"))])
-    return render(["row", "client", "calls/s", "µs CPU/call", "p50 µs", "p99 µs"], lines, rst, left=2)
+            lines.append([row.title if every_title or n == 0 else "", client, rate_cell(row, got),
+                          us(got.get("cpu_us")), us(got.get("p50_us")), us(got.get("p99_us"))])
+    return ["row", "client", "calls/s", "µs CPU/call", "p50 µs", "p99 µs"], lines
+
+
+def threads_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
+    return render(*threads_cells(rows, results, rst), rst, left=2)
 
 
 def fast_ingest_ratios(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -147,17 +225,30 @@ def fast_ingest_ratios(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def heading(saved: dict[str, Any]) -> list[str]:
-    """When, where and what was measured."""
+def host_of(saved: dict[str, Any]) -> str:
+    """The machine a file was measured on, in a line."""
     host = saved.get("machine") or {}
     if isinstance(host, dict):
         host = f"{host.get('cores')} cores, {host.get('cpu')}, Python {host.get('python')}"
-    versions = ", ".join(f"{name} {version}" for name, version in (saved.get("versions") or {}).items())
+    return str(host)
+
+
+def versions_of(saved: dict[str, Any], *, paths: bool = True) -> str:
+    """The versions a file was measured with, in a line (without ``paths``, a binary's path is left out)."""
+    out = []
+    for name, version in (saved.get("versions") or {}).items():
+        out.append(f"{name} {version if paths else re.sub(r' [(]/[^)]*[)]$', '', str(version))}")
+    return ", ".join(out)
+
+
+def heading(saved: dict[str, Any]) -> list[str]:
+    """When, where and what was measured."""
+    versions = versions_of(saved)
     repeat = saved.get("repeat", 3)
-    lines = [f"jsclient benchmarks, {saved.get('date')}, {host}"]
+    lines = [f"jsclient benchmarks, {saved.get('date')}, {host_of(saved)}"]
     if versions:
         lines.append(f"versions: {versions}")
-    if saved.get("smoke") or (saved.get("scale") or 1) < 0.1:
+    if tiny(saved):
         lines.append(f"SMOKE/TINY-SCALE RUN (scale {saved.get('scale')}): the figures below mean nothing")
     lines += [
         f"medians of {repeat} runs of each client, taking turns; rate per second, and {CPU}: the client process's "
@@ -169,7 +260,12 @@ def heading(saved: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_all(rows: list[Row], saved: dict[str, Any], *, rst: bool = False) -> None:
+def tiny(saved: dict[str, Any]) -> bool:
+    """A smoke run or one at a tiny scale: its figures mean nothing."""
+    return bool(saved.get("smoke")) or (saved.get("scale") or 1) < 0.1
+
+
+def print_all(rows: Sequence[Described], saved: dict[str, Any], *, rst: bool = False) -> None:
     results = saved["results"]
     out = heading(saved)
     titles = {
@@ -192,3 +288,81 @@ def print_all(rows: list[Row], saved: dict[str, Any], *, rst: bool = False) -> N
     if failed:
         out += ["", f"ERRORS: {len(failed)} run(s) gave no figure:", *(f"  {line}" for line in failed)]
     print("\n".join(out))
+
+
+def rst_cell(text: str) -> str:
+    """A cell's text as reStructuredText reads it literally: inline markup escaped, and a first character that
+    could open a list ("-" for no figure) or anything else escaped too."""
+    text = re.sub(r"([\\`*_|<>\[\]])", r"\\\1", text)
+    return f"\\{text}" if text and not text[0].isalnum() and text[0] != "\\" else text
+
+
+def list_table(headers: list[str], lines: list[list[str]], title: str = "", *, stubs: int = 1) -> list[str]:
+    """A reStructuredText list-table (the docs' tables: wide ones scroll, and a blank cell stays blank)."""
+    out = [f".. list-table:: {rst_cell(title)}".rstrip(), "   :header-rows: 1", f"   :stub-columns: {stubs}", ""]
+    for cells in (headers, *lines):
+        out += [f"   {'*' if n == 0 else ' '} - {rst_cell(cell)}".rstrip() for n, cell in enumerate(cells)]
+    return [*out, ""]
+
+
+def readme_block(rows: Sequence[Described], saved: dict[str, Any]) -> list[str]:
+    """README's performance table and the sentence that says where its figures come from, between the markers."""
+    shown = [row for key in README_ROWS for row in rows if row.key == key]
+    headers, lines = headline_cells(shown, saved["results"])
+    machine = saved.get("machine") or {}
+    about = (
+        f"From the ``make bench`` run of {str(saved.get('date'))[:10]} on {machine.get('cores')} cores "
+        f"({machine.get('cpu')}), Python {machine.get('python')}, {versions_of(saved, paths=False)}: client and "
+        f"server pinned to a core each, medians of {saved.get('repeat')} rounds, the clients taking turns. "
+        f"Rate per second, and {CPU}: the client's CPU per operation (docs/_data/bench.json keeps every round). "
+        "The method and every row: `Performance <docs/guides/performance.rst>`_."
+    )
+    return [
+        README_START,
+        "",
+        *textwrap.wrap(about, 78, break_on_hyphens=False, break_long_words=False),
+        "",
+        *render(headers, lines, rst=True),
+        "",
+        README_END,
+    ]
+
+
+def with_readme_block(text: str, block: list[str]) -> str:
+    """``text`` (README.rst) with what lies between the markers, the markers included, replaced by ``block``."""
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError("no generated table's markers in the file (README_START ... README_END)")
+    return text[:start] + "\n".join(block) + text[end + len(README_END):]
+
+
+#: make bench-spark's baselines: one plain Python process, no Spark.
+SPARK_REPLAY = "ordered consumer replay, one process"
+SPARK_PUBLISH = "publish_async loop, one process"
+
+
+def spark_baseline(name: str) -> str | None:
+    """The baseline a Spark row is divided by (reads by the replay, writes by the publish loop); None for one."""
+    if name in (SPARK_REPLAY, SPARK_PUBLISH):
+        return None
+    return SPARK_REPLAY if "read" in name else SPARK_PUBLISH
+
+
+def spark_heading(saved: dict[str, Any]) -> list[str]:
+    return [
+        f"jsclient spark benchmarks, {saved.get('date')}, {host_of(saved)}",
+        f"versions: {versions_of(saved)}",
+        f"{saved.get('messages'):,} messages read, {saved.get('writes'):,} written, {saved.get('size')} B payloads, "
+        f"medians of {saved.get('rounds')} rounds (baselines and Spark rows taking turns)",
+    ]
+
+
+def spark_cells(saved: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """make bench-spark's table: each row's rate, its ratio to its baseline and that ratio's range over rounds."""
+    lines = []
+    for name, got in saved["results"].items():
+        base, per_round = got.get("baseline"), got.get("ratio rounds") or []
+        spread = f"{min(per_round):.2f}-{max(per_round):.2f} (of {base.split(',')[0]})" if base and per_round else ""
+        lines.append([name, f"{got['rate']:,.0f}" if got.get("rate") else "-",
+                      f"{got['ratio']:.2f}x" if got.get("ratio") else "", spread])
+    return ["row", "rows/s", "ratio", "per round"], lines

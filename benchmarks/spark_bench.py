@@ -6,19 +6,31 @@ read with 1 and 4 partitions (each read materialised by Spark's no-op sink),
 a DataFrame write with 2 partitions into a stream with atomic batches
 (exactly once by commit markers) and into one without (message ids), and a
 checkpointed streaming read->write query.  Prints rows/s and the ratio of
-each Spark row to its baseline.  Measurements only; no assertion.
+each Spark row to its baseline; ``--json FILE`` also keeps every round's
+rate with the versions (jsclient, pyspark, nats-server, Python, Java), the
+machine and the date, as ``make bench --json`` does (``make bench-spark``
+writes docs/_data/bench-spark.json, which the docs draw their table and chart
+from); ``--from-json FILE`` prints an earlier file's table.  Measurements
+only; no assertion.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+from benchmarks import common, report
+from benchmarks.report import SPARK_PUBLISH as PUBLISH
+from benchmarks.report import SPARK_REPLAY as REPLAY
 from jsclient.server import NatsServer
 
 
@@ -28,7 +40,13 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=400_000)
     parser.add_argument("--size", type=int, default=100, help="payload bytes")
     parser.add_argument("--rounds", type=int, default=3, help="baselines and Spark rows take turns this many times")
+    parser.add_argument("--json", default="", help="also write the results, every round's rate, to this file")
+    parser.add_argument("--from-json", default="", help="print the table of an earlier --json file, measure nothing")
     args = parser.parse_args()
+    if args.from_json:
+        print_table(json.loads(Path(args.from_json).read_text()))
+        return
+    date = common.now()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -72,6 +90,8 @@ def main() -> None:
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
+        jvm: Any = spark.sparkContext._jvm
+        java = str(jvm.java.lang.System.getProperty("java.version"))
         jsclient.spark.register(spark)
         reader = spark.read.format("jetstream").option("servers", server.url).option("stream", "SRC")
         data = spark.range(args.writes, numPartitions=2).selectExpr(
@@ -120,23 +140,39 @@ def main() -> None:
             timed("streaming read->write (checkpointed)", args.messages, lambda: query.start().awaitTermination())
         spark.stop()
 
-    print(f"\njsclient spark benchmarks, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
-          f"{args.messages:,} messages read, {args.writes:,} written, {args.size} B payloads, "
-          f"medians of {args.rounds} rounds (baselines and Spark rows taking turns)")
-    print(f"{'row':<46}{'rows/s':>10}  {'ratio':>6}  per round")
+    saved = {
+        "benchmark": "spark",
+        "date": date,
+        "machine": common.machine(),
+        "versions": common.versions(("pyspark",), {"python": platform.python_version(), "java": java}),
+        "messages": args.messages,
+        "writes": args.writes,
+        "size": args.size,
+        "rounds": args.rounds,
+        "results": summary(rates),
+    }
+    print_table(saved)
+    if args.json:
+        Path(args.json).write_text(json.dumps(saved, indent=2) + "\n")
+
+
+def summary(rates: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """What the JSON keeps of each row: the median rate and every round's, its baseline, the ratio to it (of the
+    medians) and each round's ratio (the row's rate over its baseline's in the same round)."""
+    out: dict[str, dict[str, Any]] = {}
     for name, values in rates.items():
-        base = REPLAY if "read" in name else PUBLISH
-        if name in (REPLAY, PUBLISH):
-            print(f"{name:<46}{statistics.median(values):>10,.0f}")
-            continue
-        per_round = [v / b for v, b in zip(values, rates[base], strict=False)]
-        ratio = statistics.median(values) / statistics.median(rates[base])
-        spread = f"{min(per_round):.2f}-{max(per_round):.2f}" if per_round else ""
-        print(f"{name:<46}{statistics.median(values):>10,.0f}  {ratio:>5.2f}x  {spread} (of {base.split(',')[0]})")
+        got: dict[str, Any] = {"rate": statistics.median(values), "rounds": values}
+        base = report.spark_baseline(name)
+        if base is not None:
+            got["baseline"] = base
+            got["ratio"] = got["rate"] / statistics.median(rates[base])
+            got["ratio rounds"] = [v / b for v, b in zip(values, rates[base], strict=False)]
+        out[name] = got
+    return out
 
 
-REPLAY = "ordered consumer replay, one process"
-PUBLISH = "publish_async loop, one process"
+def print_table(saved: dict[str, Any]) -> None:
+    print("\n".join(["", *report.spark_heading(saved), *report.render(*report.spark_cells(saved), rst=False)]))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# docs/_ext: this site's own extensions (benchdata: the performance page's tables and charts, drawn from the
+# benchmarks' committed JSON under docs/_data at every build).
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))
 
 import jsclient  # noqa: E402
 
@@ -39,18 +42,20 @@ copyright = "the jsclient authors"
 release = jsclient.__version__
 version = ".".join(release.split(".")[:2])
 
-# matplotlib's plot directive draws the guides' figures (``.. plot::``) at build time.
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "matplotlib.sphinxext.plot_directive"]
+# matplotlib's plot directive draws the guides' figures (``.. plot::``) at build time, among them the charts
+# of ``.. bench:: FILE PART`` (docs/_ext/benchdata.py), which draws the benchmark results of docs/_data.
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "matplotlib.sphinxext.plot_directive", "benchdata"]
 # Docstrings are Google style (Args, Returns, Raises, Attributes; tests/test_docstrings.py checks them).
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
+bench_data_dir = "_data"
 plot_formats = [("png", 100)]
 plot_html_show_formats = False
 plot_html_show_source_link = False
 
 root_doc = "index"
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_data", "_ext", "Thumbs.db", ".DS_Store"]
 templates_path = ["_templates"]
 html_static_path = ["_static"]
 html_theme = "furo"
@@ -62,7 +67,7 @@ nitpicky = True
 html_copy_source = False
 html_show_sourcelink = False
 
-# The docstrings are prose with Sphinx roles (no Google or NumPy sections), so no napoleon.
+# Docstrings: prose with Sphinx roles, then Google sections (napoleon, above).
 # Type hints stay in the signatures, where they are short (``StreamConfig``, not the module path).
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
@@ -252,14 +257,25 @@ def _api_rst(kind: str) -> str:
     out = []
     for title, prefixes in TOPICS:
         here = sorted(
-            (name, obj) for name, obj in rest
-            if any(getattr(obj, "__module__", "").startswith(prefix) for prefix in prefixes)
+            (name, obj) for name, obj in rest  # the last topic takes the rest (a type alias is the types module's)
+            if title == TOPICS[-1][0] or any(getattr(obj, "__module__", "").startswith(prefix) for prefix in prefixes)
         )
         rest = [item for item in rest if item not in here]
         if here:
             out.append(f"{title}\n{'-' * len(title)}\n")
-            out += [f".. auto{_kind(obj)}:: {name}\n" for name, obj in here]
+            out += [f".. auto{_kind(obj)}:: {name}\n" + _inherited(obj) for name, obj in here]
     return "\n".join(out)
+
+
+def _inherited(obj: Any) -> str:
+    """The option that documents what a class takes from a jsclient part that is not exported itself
+    (JetStream's direct gets from Reads, a watcher's initial/stop from Watch), so none of its calls is missing."""
+    exported = _exported()
+    parts = [
+        base for base in getattr(obj, "__mro__", ())[1:]
+        if base.__module__.startswith("jsclient") and id(base) not in exported
+    ]
+    return "   :inherited-members:\n" if inspect.isclass(obj) and parts else ""
 
 
 _GENERATE = re.compile(r"^\.\. jsclient-api: (\w+)[ \t]*$", re.M)
