@@ -398,8 +398,8 @@ class Connection:
             InvalidArgumentError: A bad or empty list, or URLs of the other kind (WebSocket or not) than the
                 connection's; nothing changes.
             ConnectionClosedError: The connection is closed.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         given = (servers,) if isinstance(servers, str) else servers
         if not isinstance(given, (list, tuple)):
@@ -485,8 +485,8 @@ class Connection:
             BadPayloadError: ``payload`` is not bytes-like.
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
             ReconnectBufferFullError: While reconnecting, the message does not fit in ``reconnect_buf_size``.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
@@ -521,8 +521,8 @@ class Connection:
         Raises:
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
             ReconnectBufferFullError: While reconnecting, the frames do not fit in ``reconnect_buf_size``.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         if self._forked:
             self._check_fork()
@@ -542,8 +542,8 @@ class Connection:
             TimeoutError: No PONG within ``timeout``.
             ConnectionLostError: The link broke after the PING left.
             ConnectionClosedError: The connection is closed, or closed while waiting.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         started = time.perf_counter()
         self.flush(timeout)
@@ -555,8 +555,8 @@ class Connection:
 
         Raises:
             InvalidArgumentError: The connection was made with ``allow_reconnect=False``.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         self._check_fork()
         self._session.force_reconnect()
@@ -576,8 +576,8 @@ class Connection:
             TimeoutError: The server did not answer within ``timeout``.
             ConnectionLostError: The link broke after the PING left.
             ConnectionClosedError: The connection is closed, or closed while waiting.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         self._check_fork()
@@ -616,8 +616,8 @@ class Connection:
                 callable, a count that is not an int >= 1, or ``cb=`` or ``max_msgs=`` beside its new name;
                 nothing is sent.
             ConnectionClosedError: The connection is closed or draining.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         check_subscribe_subject(subject)
         if queue is not None:
@@ -687,8 +687,8 @@ class Connection:
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages, or it
                 closed while waiting.
             ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -725,8 +725,8 @@ class Connection:
             BadPayloadError: ``payload`` is not bytes-like.
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
             ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -777,8 +777,8 @@ class Connection:
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages; while
                 iterating, it was closed under the replies (``outcome`` UNKNOWN).
             ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
-        ForkedConnectionError: Called in a process forked from the one that connected (unless
-            ``reconnect_after_fork``).
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:

@@ -18,13 +18,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Union
+from typing import Any, Union
 
 from .errors import BadHeaderError, ProtocolError
 
 VERSION_LINE = b"NATS/1.0"
 
 HeadersInput = Union["Headers", Mapping[str, str | Iterable[str]]]
+
+
+def pair(item: Any) -> tuple[Any, Any]:
+    """A (name, value) item of a headers iterable: a tuple or list of two (a two-letter str is not one)."""
+    if not isinstance(item, (tuple, list)):
+        raise TypeError(item)
+    name, value = item
+    return name, value
 
 
 class Headers(MutableMapping[str, str]):
@@ -79,7 +87,7 @@ class Headers(MutableMapping[str, str]):
                     self.add(name, value)  # type: ignore[arg-type]  # add() names a bad type
             return
         try:
-            pairs = [(name, value) for name, value in initial]
+            pairs = [pair(item) for item in initial]
         except (TypeError, ValueError):  # not iterable, or an item that is not a (name, value) pair
             raise BadHeaderError(
                 f"headers must be a mapping, a Headers or (name, value) pairs, not {initial!r:.80}"

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checks import whole
 from .deprecation import renamed_keywords
-from .errors import ConnectionClosedError, Error, InvalidArgumentError, SlowConsumerError
+from .errors import ConnectionClosedError, Error, InvalidArgumentError, SlowConsumerError, TimeoutError
 from .headers import Headers, HeadersInput
 from .payload import as_bytes
 from .protocol import check_queue_name, check_subscribe_subject
@@ -403,6 +403,7 @@ class Service(Group):
         # A request is handed to the pool only when a worker is free for it: the rest wait, bounded,
         # in their endpoint's subscription.
         self._slots = threading.Semaphore(workers)
+        self._workers = workers
         self._lock = threading.Lock()
         self._endpoints: list[Endpoint] = []  # guarded by _lock
         self._started = dt.datetime.now(dt.UTC)
@@ -477,6 +478,11 @@ class Service(Group):
             slots.acquire()
             try:
                 self._pool.submit(self._handle, endpoint, msg)
+            except RuntimeError:  # the pool is shut: stop() gave up on this request (its drain ran out of time)
+                slots.release()
+                with self._lock:
+                    endpoint.stats.errors += 1
+                    endpoint.stats.last_error = "503:the service stopped before handling it"
             except BaseException:
                 slots.release()
                 raise
@@ -599,16 +605,19 @@ class Service(Group):
     def stop(self, timeout: Timeout = DEFAULT) -> None:
         """Drain: take no new request, finish and answer the ones taken, then leave discovery.
 
-        ``timeout`` bounds each endpoint's drain; it defaults to the connection's ``drain_timeout``.
+        ``timeout`` bounds each endpoint's drain, and then the wait for the handlers still running; it
+        defaults to the connection's ``drain_timeout``.  When it runs out the service stops all the same:
+        it leaves discovery, the requests still queued are dropped unhandled (counted as errors; their
+        callers time out), and a handler still running finishes on its own.
 
         Args:
-            timeout: Seconds each endpoint's drain may take; ``None``, no limit; ``0`` is refused (see
-                :doc:`/conventions`).
+            timeout: Seconds each endpoint's drain, and then the running handlers, may take; ``None``, no
+                limit; ``0`` is refused (see :doc:`/conventions`).
 
         Raises:
             InvalidArgumentError: A bad ``timeout``.
-            TimeoutError: An endpoint still had requests queued, or the server did not confirm its end, when
-                ``timeout`` ran out.
+            TimeoutError: An endpoint still had requests queued, the server did not confirm its end, or a
+                handler was still running, when ``timeout`` ran out.
             ConnectionLostError: The link broke before the server confirmed an endpoint's end.
             ConnectionClosedError: The connection closed while an endpoint was being drained.
             ForkedConnectionError: Called in a process forked from the one that connected (unless
@@ -626,13 +635,31 @@ class Service(Group):
                 sub.drain(limit)  # its queued requests reach the pool first
             except Error as exc:  # the other endpoints and discovery still end; the first error is raised after
                 failed.append(exc)
-        self._pool.shutdown(wait=True)
+                with contextlib.suppress(Error):
+                    sub.unsubscribe()  # what it still holds is not handed over
+        self._pool.shutdown(wait=False)
+        if not self._workers_idle(limit):
+            failed.append(TimeoutError(f"service {self.name}: a handler was still running after {limit} s"))
         for sub in self._discovery:
             if not sub.is_closed:
                 with contextlib.suppress(ConnectionClosedError):  # a closed connection has left discovery
                     sub.unsubscribe()
         if failed:
             raise failed[0]
+
+    def _workers_idle(self, limit: float) -> bool:
+        """Whether every worker is free within ``limit`` seconds (a running handler holds a slot)."""
+        deadline = time.monotonic() + limit
+        taken = 0
+        try:
+            while taken < self._workers:
+                if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    return False
+                taken += 1
+            return True
+        finally:
+            for _ in range(taken):
+                self._slots.release()
 
     @property
     def stopped(self) -> bool:

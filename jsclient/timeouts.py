@@ -41,7 +41,8 @@ DEFAULT: Final = Default.DEFAULT
 Timeout: TypeAlias = float | Default | None
 
 #: ``timeout=None`` of a call that waits for an answer, as seconds: finite, so that every deadline and lock
-#: wait below takes it as it takes any other (a lock refuses infinity), and longer than any process lives.
+#: wait below takes it as it takes any other (a lock refuses infinity).  A quarter of the platform's longest
+#: lock wait: some 73 years on Linux, about 12 days on Windows (docs/conventions.rst says so).
 NO_LIMIT: Final = threading.TIMEOUT_MAX / 4
 
 _HUGE = 1 << 53  # an int past this is left to the slow path, which names the problem

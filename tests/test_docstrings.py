@@ -90,12 +90,15 @@ def problems(where: str, obj: Any) -> list[str]:
     error_class = isinstance(obj, type) and issubclass(obj, BaseException)
     for name, func in members(obj):
         label = f"{where}.{name}" if name else where
-        doc = inspect.getdoc(func) or ""
+        parts = sections(inspect.getdoc(func) or "")
         if name == "__init__":
             if value_type(obj) or error_class:
                 continue  # a value type's fields are its Attributes; an error's constructor is its base's
-            doc = (inspect.getdoc(obj) or "") + "\n\n" + doc
-        parts = sections(doc)
+            for title, body in sections(inspect.getdoc(obj) or "").items():  # its Args may be the class's
+                parts[title] = body + parts.get(title, "")
+        for title, body in parts.items():  # an entry at the title's own indent ends the section (napoleon)
+            out += [f"{label}: {line.strip()[:40]!r} is not indented under {title}"
+                    for line in body.splitlines() if line.strip() and not line[0].isspace()]
         signature = inspect.signature(func)
         documented = entries(parts.get("Args", ""))
         for param in signature.parameters.values():
@@ -137,3 +140,15 @@ def test_the_checker_sees_a_missing_parameter() -> None:
         return 1
 
     assert problems("f", documented) == ["f: parameter timeout is not under Args"]
+
+
+def test_the_checker_sees_an_entry_outside_its_section() -> None:
+    def documented() -> None:
+        """Do it.
+
+        Raises:
+            jsclient.TimeoutError: never in time.
+        jsclient.Error: anything else.
+        """
+
+    assert problems("f", documented) == ["f: 'jsclient.Error: anything else.' is not indented under Raises"]

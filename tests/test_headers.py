@@ -89,7 +89,7 @@ def test_non_str_value_rejected() -> None:
         Headers({"k": 5})  # type: ignore[dict-item]
 
 
-@pytest.mark.parametrize("initial", [[("a", "1", "extra")], [("a",)], ["abc"], 5, [None]])
+@pytest.mark.parametrize("initial", [[("a", "1", "extra")], [("a",)], ["abc"], ["ab"], 5, [None]])
 def test_items_that_are_not_name_value_pairs_are_a_bad_header_error(initial: object) -> None:
     # A jsclient.Error like every bad header (it was Python's own ValueError or TypeError).
     with pytest.raises(BadHeaderError, match="name, value"):

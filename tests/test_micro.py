@@ -356,27 +356,35 @@ def test_a_handler_error_with_nobody_to_answer_is_counted_and_reported(server: N
         svc.stop()
 
 
-def test_stop_ends_discovery_even_when_a_drain_times_out(nc: jsclient.Connection) -> None:
-    """A drain that runs out of time raises, and the service has still left discovery and stopped its workers."""
-    release = threading.Event()
+def test_stop_ends_discovery_even_when_a_drain_times_out(server: NatsServer) -> None:
+    """A handler stuck past stop's timeout: stop raises by its timeout and the service has still left discovery;
+    the requests it gave up on are counted, and nothing else reaches the error callback."""
+    log = ErrorLog()
+    started, release = threading.Event(), threading.Event()
 
     def stuck(request: micro.Request) -> None:
+        started.set()
         release.wait(30)
         request.respond(b"late")
 
-    svc = micro.add_service(nc, name="stuck", version="1.0.0", workers=1)
-    svc.add_endpoint("stuck", stuck)
-    futures = [nc.request_async("stuck", b"", timeout=5) for _ in range(3)]  # one runs, two wait in the queue
-    time.sleep(0.2)
-    threading.Timer(1.0, release.set).start()  # the worker is freed only after the drain gave up
-    with pytest.raises(jsclient.TimeoutError):
-        svc.stop(timeout=0.3)
-    assert svc.stopped
-    with pytest.raises(jsclient.NoRespondersError):
-        nc.request("$SRV.PING.stuck", timeout=2)  # left discovery although the drain failed
-    assert futures[0].result(timeout=30).data == b"late"  # the request being handled is answered
-    for queued in futures[1:]:  # the drain gave up on these: dropped unhandled, their callers time out
-        assert isinstance(queued.exception(timeout=30), jsclient.TimeoutError)
+    with jsclient.connect(server.url, error_cb=log) as nc:
+        svc = micro.add_service(nc, name="stuck", version="1.0.0", workers=1)
+        endpoint = svc.add_endpoint("stuck", stuck)
+        futures = [nc.request_async("stuck", b"", timeout=5) for _ in range(3)]
+        assert started.wait(10)  # one runs; one waits in the dispatcher's hand, one in the queue
+        _settle(lambda: endpoint.pending_msgs == 1)
+        with pytest.raises(jsclient.TimeoutError):
+            svc.stop(timeout=0.3)
+        try:
+            assert svc.stopped
+            with pytest.raises(jsclient.NoRespondersError):
+                nc.request("$SRV.PING.stuck", timeout=2)  # left discovery although the drain failed
+        finally:
+            release.set()  # the stuck handler may finish now
+        assert futures[0].result(timeout=30).data == b"late"  # the request being handled is answered
+        for queued in futures[1:]:  # the drain gave up on these: dropped unhandled, their callers time out
+            assert isinstance(queued.exception(timeout=30), jsclient.TimeoutError)
+        assert not [e for e in log.errors if not isinstance(e, jsclient.SlowConsumerError)], log.errors
 
 
 def test_respond_takes_payload_and_warns_on_the_old_name(nc: jsclient.Connection) -> None:

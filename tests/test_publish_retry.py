@@ -53,7 +53,8 @@ def test_publish_retries_share_the_calls_one_timeout(server: NatsServer, monkeyp
     the deadline: so no more retries can be made than start within 0.52 s of pauses, however slow the
     machine (a slow one makes fewer).  The test counts the PUBs on the wire (the proxy only watches what
     the client sends) against that bound, which holds with no clock read by the test; the error says how
-    many tries were made and that the timeout ended them.
+    many tries were made and that the timeout ended them (or is the last retry's own TimeoutError, when it
+    had less time left than its answer took).
     """
     retries = 40
     policy = Backoff(initial=0.05, maximum=0.05, attempts=retries)
@@ -73,13 +74,15 @@ def test_publish_retries_share_the_calls_one_timeout(server: NatsServer, monkeyp
         nc = jsclient.connect(proxy.url)
         try:
             js = nc.jetstream()
-            with pytest.raises(jsclient.NoStreamResponseError) as info:
+            # The last retry may be given less time than its 503 takes to come back: then it times out.
+            with pytest.raises((jsclient.NoStreamResponseError, jsclient.TimeoutError)) as info:
                 js.publish("nostream.deadline", b"1", timeout=timeout)
             nc.flush()
             tries = sent.count(b"PUB nostream.deadline ")
             assert 1 <= tries <= most < 1 + retries
-            assert f"({tries} tries; no time was left for another within the 0.52 s timeout)" in str(info.value)
-            assert info.value.outcome is jsclient.RequestOutcome.NOT_DELIVERED
+            if isinstance(info.value, jsclient.NoStreamResponseError):
+                assert f"({tries} tries; no time was left for another within the 0.52 s timeout)" in str(info.value)
+                assert info.value.outcome is jsclient.RequestOutcome.NOT_DELIVERED
         finally:
             nc.close()
 

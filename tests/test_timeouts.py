@@ -14,6 +14,7 @@ the real answer back after a delay (``Relay``).
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -183,9 +184,13 @@ def test_a_pull_with_timeout_none_waits_for_the_message(js: jsclient.JetStream) 
     js.add_stream(name="PULLNONE", subjects=["pn.>"])
     psub = js.pull_subscribe("pn.>", "w")
     consumer = js.stream("PULLNONE").create_or_update_consumer(durable_name="h")
+    pulls = js.conn.subscribe("$JS.API.CONSUMER.MSG.NEXT.PULLNONE.w")  # a copy of each pull request
+    js.conn.flush()
     threading.Timer(0.5, js.publish, ("pn.a", b"late")).start()
     got = psub.fetch(1, timeout=None)
     assert [m.data for m in got] == [b"late"]
+    asked = [json.loads(pulls.next_msg(timeout=5).data) for _ in range(2)]  # the no-wait look, then the wait
+    assert asked[0].get("no_wait") and asked[1]["expires"] > 3600 * 10**9  # not the 5 s default: no limit
     assert consumer.next_msg(timeout=None).data == b"late"
     got[0].ack_sync(timeout=None)
 
@@ -305,10 +310,12 @@ def test_a_take_with_zero_answers_from_what_is_queued(nc: jsclient.Connection, j
 
 def test_every_take_refuses_a_bad_timeout(nc: jsclient.Connection, js: jsclient.JetStream) -> None:
     js.add_stream(name="BADTAKE", subjects=["bt.>"])
-    js.publish("bt.a", b"1")
     kv = js.create_key_value("bt-kv")
     consumer = js.stream("BADTAKE").create_or_update_consumer(durable_name="bt")
-    context = consumer.consume(lambda m: m.ack())
+    context = consumer.consume(lambda m: m.ack())  # no message comes: it sends one pull and waits (30 s)
+    deadline = time.monotonic() + 10
+    while consumer.info().num_waiting == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the pull is out before the count below is taken
     takes: dict[str, Callable[[Any], object]] = {
         "core next_msg": nc.subscribe("bt.a").next_msg,
         "push next_msg": js.subscribe("bt.a").next_msg,

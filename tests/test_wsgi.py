@@ -36,7 +36,6 @@ def wsgi_url(server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
 
 def test_shared_connection_across_request_threads(server: NatsServer, wsgi_url: tuple[str, int]) -> None:
     """8 HTTP clients x 500 requests through waitress's 8 threads: every answer right, all on one connection."""
-    connections_before = connz(server)["total"]
     with jsclient.connect(server.url) as responder:
         handled = Counter[bytes]()
         lock = threading.Lock()
@@ -79,7 +78,6 @@ def test_shared_connection_across_request_threads(server: NatsServer, wsgi_url: 
         assert len(handled) == 4000 and set(handled.values()) == {1}  # each request reached the service once
     conns = [c for c in connz(server)["connections"] if c.get("name") == "wsgi-example"]
     assert len(conns) == 1 and conns[0]["out_msgs"] >= 4000, conns  # the app's one shared connection
-    assert connz(server)["total"] - connections_before == 1  # plus the responder's, closed by now
 
 
 def connz(server: NatsServer) -> dict[str, Any]:

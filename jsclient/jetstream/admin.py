@@ -23,6 +23,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..protocol import check_subscribe_subject
+from ..timeouts import DEFAULT, Timeout, answer_limit
 from . import api, features
 from .api import AccountInfo, AckPolicy, ConsumerConfig, ConsumerInfo, StoredMsg, StreamConfig, StreamInfo
 
@@ -43,7 +44,7 @@ class Admin:
         self._js = js
 
     # -- the API call ------------------------------------------------------------
-    def _api(self, suffix: str, body: Any = None, timeout: float | None = None, *, level: int = 0) -> bytes:
+    def _api(self, suffix: str, body: Any = None, timeout: Timeout = DEFAULT, *, level: int = 0) -> bytes:
         """Request ``<prefix>.<suffix>``; a missing JetStream becomes JetStreamNotEnabledError.
 
         ``level`` > 0 asks the answering server for that API level (ADR-44).
@@ -53,7 +54,7 @@ class Admin:
         subject = f"{js.prefix}.{suffix}"
         headers = {features.LEVEL_HEADER: str(level)} if level else None
         try:
-            reply = js.conn.request(subject, payload, timeout=timeout or js.timeout, headers=headers)
+            reply = js.conn.request(subject, payload, timeout=answer_limit(timeout, js.timeout), headers=headers)
         except NoRespondersError:
             raise JetStreamNotEnabledError(
                 503, 0, f"no JetStream responded on {subject!r}: not enabled (or not for this account or domain)"
@@ -62,7 +63,7 @@ class Admin:
             raise TimeoutError(f"JetStream API {subject!r}: {exc}", outcome=exc.outcome, failure=exc.failure) from None
         return reply.data
 
-    def _call(self, suffix: str, body: Any, kind: type[T], timeout: float | None = None, *, level: int = 0) -> T:
+    def _call(self, suffix: str, body: Any, kind: type[T], timeout: Timeout = DEFAULT, *, level: int = 0) -> T:
         return api.decode_reply(self._api(suffix, body, timeout, level=level), kind)
 
     def _paged(self, suffix: str, body: dict[str, Any], kind: type[Any], field: str) -> list[Any]:
@@ -203,7 +204,7 @@ class Admin:
         suffix = f"CONSUMER.CREATE.{stream}" if name is UNSET else f"CONSUMER.CREATE.{stream}.{name}"
         return self._call(suffix, body, ConsumerInfo, level=level)
 
-    def consumer_info(self, stream: str, consumer: str, timeout: float | None) -> ConsumerInfo:
+    def consumer_info(self, stream: str, consumer: str, timeout: float) -> ConsumerInfo:
         _check_names(stream, consumer)
         return self._call(f"CONSUMER.INFO.{stream}.{consumer}", None, ConsumerInfo, timeout)
 

@@ -1246,7 +1246,8 @@ class JetStream(Reads):
             headers: Headers to send with the message.
             timeout: Seconds to wait for room in the window, then for the ack (the future fails with
                 TimeoutError after that); left out, the context's; ``None``, no limit (see :doc:`/conventions`).
-            retry_on_no_responders: How many times to send the message again while no stream answers.
+            retry_on_no_responders: How many times to send the message again while no stream answers; each
+                try waits up to ``timeout`` for its ack (unlike :meth:`publish`, whose tries share one).
             ttl: Remove the message after this many whole seconds (at least 1), or ``"never"`` (it then outlives
                 the stream's ``max_age``).
             schedule: Make the message a schedule: an aware ``datetime`` (once, then), a ``timedelta`` (every so

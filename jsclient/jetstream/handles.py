@@ -37,7 +37,7 @@ from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StoredMsg, StreamInfo
 from .manager import StrictOrder
 from .ordered import resume_after
-from .pull import MessageStream, PullSubscription, check_heartbeat
+from .pull import MessageStream, PullSubscription, check_heartbeat, check_pull
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -583,6 +583,7 @@ def _fetch_once(
 ) -> list[Msg]:
     """One fetch on an inbox of its own, left at the end (the pull ends before ``wait`` does, so nothing
     is on its way; a message that still is comes again after ack_wait)."""
+    check_pull(batch, "timeout", wait, max_bytes, heartbeat)  # before the inbox is subscribed
     psub = PullSubscription(js, stream, consumer, None, created=False)
     try:
         return psub.fetch(batch, wait, max_bytes, heartbeat, no_wait=no_wait)

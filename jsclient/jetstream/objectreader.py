@@ -93,7 +93,6 @@ class ObjectReader(io.RawIOBase):
         Raises:
             InvalidArgumentError: The reader is closed (also a ValueError, as io has it).
             ObjectNotFoundError: The object's chunks went while it was read (it was replaced or deleted).
-            MessageNotFoundError: The same, from a bucket whose stream does not allow direct gets.
             DigestMismatchError: The bytes read do not match the object's size or digest.
             TimeoutError: A fetch of chunks got no reply within the get's ``timeout``.
             JetStreamAPIError: Any other refusal.

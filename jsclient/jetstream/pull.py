@@ -94,7 +94,7 @@ class Asked(NamedTuple):
     bytes: int
 
 
-def _check_pull(
+def check_pull(
     max_messages: int, name: str, limit: float, max_bytes: int | None, heartbeat: float | None
 ) -> tuple[float, float | None]:
     """Check a pull's options; ``limit`` is the timeout or expires (``name``) it waits."""
@@ -299,7 +299,7 @@ class PullSubscription(Bound):
                 limits (MaxRequestBatchExceededError and the like).
             ConnectionClosedError: The connection is closed.
         """
-        timeout, heartbeat = _check_pull(max_messages, "timeout", answer_limit(timeout), max_bytes, heartbeat)
+        timeout, heartbeat = check_pull(max_messages, "timeout", answer_limit(timeout), max_bytes, heartbeat)
         inbox = self._inbox
         deadline = time.monotonic() + timeout
         out = inbox.take_ready(max_messages)
@@ -425,7 +425,7 @@ class PullSubscription(Bound):
         Raises:
             InvalidArgumentError: A bad value or combination, raised before anything is sent.
         """
-        expires, heartbeat = _check_pull(max_messages, "expires", expires, max_bytes, heartbeat)
+        expires, heartbeat = check_pull(max_messages, "expires", expires, max_bytes, heartbeat)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise InvalidArgumentError(f"threshold must be in (0, 1], not {threshold!r}")
         if buffer_bytes is not None:
