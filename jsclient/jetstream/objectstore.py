@@ -321,8 +321,6 @@ class ObjectStore:
                 whole bucket.
             ObjectNotFoundError: No object of that name, or its chunks went while it was read (it was replaced
                 or deleted).
-            MessageNotFoundError: Its chunks went while it was read, from a bucket whose stream does not allow
-                direct gets.
             DigestMismatchError: The bytes read do not match the object's size or digest.
             ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
             TimeoutError: No answer within the context's timeout (the description) or ``timeout`` (the chunks).
@@ -349,8 +347,6 @@ class ObjectStore:
             InvalidArgumentError: A bad name or ``timeout`` (raised before anything is sent), or a link to a
                 whole bucket.
             ObjectNotFoundError: No object of that name, or its chunks went while it was read.
-            MessageNotFoundError: Its chunks went while it was read, from a bucket whose stream does not allow
-                direct gets.
             DigestMismatchError: The bytes read do not match the object's size or digest.
             ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
             TimeoutError: No answer within the context's timeout (the description) or ``timeout`` (the chunks).

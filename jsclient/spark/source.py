@@ -344,24 +344,18 @@ def check_stream_options(opts: SparkOptions) -> None:
                 f"option startingOffsets must be earliest, latest, a sequence or an ISO 8601 time, "
                 f"not {opts.starting_offsets!r}"
             ) from None
-    for value, name in (
-        (opts.starting_sequence, "startingSequence"),
-        (opts.starting_time, "startingTime"),
+    starts = ("a streaming read starts at startingOffsets (earliest, latest, a sequence or an ISO 8601 time), "
+              "and a restarted query at its checkpoint")
+    ends = ("a streaming read has no end: use a batch read, or Trigger.AvailableNow to stop at what the stream "
+            "holds when the query starts")
+    for value, name, instead in (
+        (opts.starting_sequence, "startingSequence", starts),
+        (opts.starting_time, "startingTime", starts),
+        (opts.ending_sequence, "endingSequence", ends),
+        (opts.ending_time, "endingTime", ends),
     ):
         if value is not None:
-            raise InvalidArgumentError(
-                f"{name} applies to batch reads; a streaming read starts at startingOffsets (earliest, latest, "
-                "a sequence or an ISO 8601 time), and a restarted query at its checkpoint"
-            )
-    for value, name in (
-        (opts.ending_sequence, "endingSequence"),
-        (opts.ending_time, "endingTime"),
-    ):
-        if value is not None:
-            raise InvalidArgumentError(
-                f"{name} applies to batch reads; a streaming read has no end: use a batch read, or "
-                "Trigger.AvailableNow to stop at what the stream holds when the query starts"
-            )
+            raise InvalidArgumentError(f"{name} applies to batch reads; {instead}")
 
 
 class BatchReader(DataSourceReader):
