@@ -339,12 +339,17 @@ def with_readme_block(text: str, block: list[str]) -> str:
 #: make bench-spark's baselines: one plain Python process, no Spark.
 SPARK_REPLAY = "ordered consumer replay, one process"
 SPARK_PUBLISH = "publish_async loop, one process"
+SPARK_KV_READ = "kv.keys() + kv.get per key, one process"
+SPARK_KV_PUT = "kv.put loop, one process"
 
 
 def spark_baseline(name: str) -> str | None:
-    """The baseline a Spark row is divided by (reads by the replay, writes by the publish loop); None for one."""
-    if name in (SPARK_REPLAY, SPARK_PUBLISH):
+    """The baseline a Spark row is divided by (reads by the replay, writes by the publish loop, a bucket's by
+    the plain client's key-value calls); None for one."""
+    if name in (SPARK_REPLAY, SPARK_PUBLISH, SPARK_KV_READ, SPARK_KV_PUT):
         return None
+    if "bucket" in name:
+        return SPARK_KV_READ if "read" in name else SPARK_KV_PUT
     return SPARK_REPLAY if "read" in name else SPARK_PUBLISH
 
 

@@ -115,6 +115,12 @@ SPARK_ROWS = (
     "publish_async loop, one process",
     "spark write, 2 partitions, atomic batches + markers",
     "spark write, 2 partitions, message ids",
+    "spark filtered read (1 % of the subjects), pushed",
+    "spark filtered read (1 % of the subjects), unpushed",
+    "kv.keys() + kv.get per key, one process",
+    "spark bucket read, 4 partitions",
+    "kv.put loop, one process",
+    "spark bucket write, 2 partitions, atomic batches + markers",
     "streaming read->write (checkpointed)",
 )
 
@@ -124,7 +130,8 @@ SPARK_ROWS = (
 )
 def test_every_bench_spark_row_gives_a_figure() -> None:
     """``make bench-spark`` at a tiny scale (one round): every row prints a rate."""
-    proc = run_module("benchmarks.spark_bench", "--messages", "2000", "--writes", "1000", "--rounds", "1")
+    proc = run_module("benchmarks.spark_bench", "--messages", "2000", "--writes", "1000", "--keys", "500",
+                      "--rounds", "1")
     for name in SPARK_ROWS:
         line = next((line for line in proc.stdout.splitlines() if line.startswith(name)), "")
         assert re.match(re.escape(name) + r" +[\d,]+", line), (name, proc.stdout)

@@ -136,3 +136,36 @@ def test_a_message_larger_than_a_pulls_max_bytes_is_named_not_pulled_forever(
         assert sequences(pull_all(reader, "big", 3, batch=3)) == [1, 2, 3]  # the next read opens another link
     finally:
         reader.close()
+
+
+@pytest.mark.needs_server("2.11")  # multi-subject direct gets
+def test_last_values_read_each_subject_once_across_groups_and_cut_requests(
+    server: NatsServer, js: jsclient.JetStream
+) -> None:
+    """2,500 subjects (three requests of at most 1,024), each request cut short by max_bytes many times and
+    continued at its point in time; with up_to, the values as they were then."""
+    js.add_stream(name="LAST", subjects=["last.>"], allow_direct=True)
+    for i in range(2500):
+        js.publish_async(f"last.{i}", b"first-%d" % i)
+    js.publish_async_completed(timeout=30)
+    middle = js.stream_info("LAST").state.last_seq
+    for i in range(0, 2500, 3):
+        js.publish_async(f"last.{i}", b"second-%d-" % i + b"x" * 300)
+    js.publish_async_completed(timeout=30)
+    subjects = [f"last.{i}" for i in range(2500)] + ["last.none"]  # a subject with no message is left out
+    reader = BulkReader(Options.build([server.url]))
+    try:
+        for up_to, expect in (
+            (None, {f"last.{i}": (b"second-%d-" % i + b"x" * 300) if i % 3 == 0 else b"first-%d" % i
+                    for i in range(2500)}),
+            (middle, {f"last.{i}": b"first-%d" % i for i in range(2500)}),
+        ):
+            got: list[StoredMessage] = []
+            requests = 0
+            for headers, payloads in reader.last_values("LAST", subjects, up_to=up_to, max_bytes=5_000, timeout=10):
+                requests += 1
+                got.extend(StoredMessage(Msg.make("", p, header=h)) for h, p in zip(headers, payloads, strict=True))
+            assert len(got) == 2500 and {m.subject: m.data for m in got} == expect
+            assert requests > 3  # cut short by max_bytes and continued, not one request per group
+    finally:
+        reader.close()

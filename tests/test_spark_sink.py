@@ -168,9 +168,10 @@ def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
     assert all(stored[b"row-%d" % i] == (str(i) if i % 3 == 0 else None) for i in range(total))
 
 
-def _fail_once_after_stored(url: str, stream: str, window: float, flag: str) -> Any:
-    """A UDF that, in partition 0's first attempt, waits until the sink has stored rows of that partition,
-    outlives the stream's duplicate_window, and fails: so the retry comes late, over rows already stored."""
+def _fail_once_after_stored(url: str, stream: str, window: float, flag: str, subjects: str = "out.p0") -> Any:
+    """A UDF that, in partition 0's first attempt, waits until the sink has stored rows of that partition (on
+    ``subjects``), outlives the stream's duplicate_window, and fails: so the retry comes late, over rows already
+    stored."""
     from pyspark.sql.functions import udf
 
     @udf("binary")
@@ -183,8 +184,8 @@ def _fail_once_after_stored(url: str, stream: str, window: float, flag: str) -> 
                 js = nc.jetstream()
                 stored = 0
                 for _ in range(600):
-                    state = js.stream_info(stream, subjects_filter="out.p0").state
-                    stored = (state.subjects or {}).get("out.p0", 0)
+                    state = js.stream_info(stream, subjects_filter=subjects).state
+                    stored = sum((state.subjects or {}).values())
                     if stored >= 999:
                         break
                     time.sleep(0.05)
@@ -196,16 +197,21 @@ def _fail_once_after_stored(url: str, stream: str, window: float, flag: str) -> 
     return pass_or_fail
 
 
-def _write_8000(spark: Any, url: str, stream: str, udf: Any) -> None:
+def _write_8000(spark: Any, url: str, stream: str, udf: Any, *, bucket: str | None = None) -> None:
     """8,000 rows of 200 bytes in 4 partitions.  Rows of realistic size: Spark hands a Python writer its input
-    through a 64 KiB buffer, so rows of a few bytes would all still be in it when the UDF fails."""
+    through a 64 KiB buffer, so rows of a few bytes would all still be in it when the UDF fails.  Into
+    ``bucket`` instead of ``stream``: keys p<partition>.k<n mod 50>, each written 40 times in order."""
+    partition = "cast(spark_partition_id() as string)"
+    name, payload = ("key", "value") if bucket else ("subject", "data")
     df = spark.range(0, 8000, numPartitions=4).selectExpr(
         "id",
-        "concat('out.p', cast(spark_partition_id() as string)) as subject",
-        "cast(lpad(cast(id as string), 200, ' ') as binary) as data",
+        (f"concat('p', {partition}, '.k', cast(id % 50 as string))" if bucket else f"concat('out.p', {partition})")
+        + f" as {name}",
+        f"cast(lpad(cast(id as string), 200, ' ') as binary) as {payload}",
     )
-    df = df.select("subject", udf("id", "data").alias("data"))
-    df.write.format("jetstream").option("servers", url).option("stream", stream).mode("append").save()
+    df = df.select(name, udf("id", payload).alias(payload))
+    target = ("bucket", bucket) if bucket else ("stream", stream)
+    df.write.format("jetstream").option("servers", url).option(*target).mode("append").save()
 
 
 @pytest.mark.needs_server("2.12")  # the atomic sink

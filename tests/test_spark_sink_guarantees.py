@@ -116,13 +116,14 @@ class Attempt:
     def __init__(self, url: str, opts: SparkOptions, plan: sink.WritePlan, write: str) -> None:
         self.conn = jsclient.connect(url)
         self.opts = opts
+        self.plan = plan
         self.subject = plan.marker_subject(write, 0)
         self.task = sink._AtomicTask(self.conn.jetstream(), plan, self.subject, 0, 10.0)
 
     def add(self, batches: list[Any]) -> None:
-        checked: set[str] = set()
+        rows = sink.StreamRows(self.opts, self.plan)
         for batch in batches:
-            self.task.add(sink._columns(batch, self.opts, checked))
+            self.task.add(rows(batch))
 
     def close(self) -> None:
         self.conn.close()
@@ -506,7 +507,9 @@ def test_msg_id_rows_no_stream_stores_fail_the_task_with_no_stream_response(serv
     opts = SparkOptions.parse({"servers": server.url})
     with jsclient.connect(server.url) as nc:
         task = sink._MsgIdTask(nc.jetstream(), "w-0-0", 100, 10.0)
-        task.add(sink._columns(record_batches("nowhere", 0, 10)[0], opts, set()))
+        task.add(sink.StreamRows(opts, sink.WritePlan(sink.SinkMode.MSGID, None, None, None))(
+            record_batches("nowhere", 0, 10)[0]
+        ))
         with pytest.raises(jsclient.NoStreamResponseError, match="no stream answered a publish"):
             task.finish()
         assert nc.is_connected

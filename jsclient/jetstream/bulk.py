@@ -61,7 +61,7 @@ from . import api, features
 from .direct import eob_counts, stored_size
 from .manager import DIRECT_BATCH, FETCH, Verdict
 from .metadata import parse_metadata
-from .status import Kind, Request, Status, classify_header, reply_error
+from .status import MAX_MULTI_SUBJECTS, Kind, Request, Status, classify_header, reply_error
 
 #: Bytes per recv: a few hundred replies at a time.
 RECV_SIZE = 1 << 20
@@ -173,12 +173,7 @@ class BulkReader:
         try:
             request = self._batch_asked(transport, stream, subject, first, batch, max_bytes)
             while True:
-                headers: list[bytes] = []
-                payloads: list[bytes] = []
-                status = self._take_batch(transport, headers, payloads, timeout)
-                judged = classify_header(status)
-                if DIRECT_BATCH[judged.kind] is not Verdict.END:
-                    raise reply_error(judged, Request.DIRECT_GET, stream)
+                headers, payloads, status, judged = self._take_direct_batch(transport, stream, timeout)
                 if judged.kind is Kind.NO_MESSAGES:
                     ok = True
                     if headers:
@@ -251,6 +246,61 @@ class BulkReader:
             if not ok:
                 self.close()  # a pull may still be answering: that link is spent
 
+    def last_values(
+        self, stream: str, subjects: list[str], *, up_to: int | None, max_bytes: int, timeout: float
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        """Header blocks and payloads of the last message of each subject (at or before ``up_to``), a request of
+        up to :data:`~.status.MAX_MULTI_SUBJECTS` subjects at a time (multi-subject direct gets, server 2.11+).
+
+        A request the server cuts short at ``max_bytes`` is continued from
+        the sequence it reached, at the point in time (``up_to_seq``) its end
+        names; a subject with no message (up to ``up_to``) is left out.  The
+        next group of subjects is asked for as soon as a request's end arrives.
+        """
+        api.check_name("stream", stream)
+        for subject in subjects:
+            check_subscribe_subject(subject, "subject")
+        if not subjects:
+            return
+        transport = self._live_link(timeout)
+        features.require(self._info, [features.MULTI_LAST_DIRECT_GET])  # before sending: a 2.10 server answers 408
+        request = f"{self.prefix}.DIRECT.GET.{stream}"
+        groups = [subjects[i : i + MAX_MULTI_SUBJECTS] for i in range(0, len(subjects), MAX_MULTI_SUBJECTS)]
+
+        def ask(group: list[str], seq: int, point: int | None) -> None:
+            body: dict[str, Any] = {"multi_last": group, "max_bytes": max_bytes}
+            if seq > 1:
+                body["seq"] = seq
+            if point:
+                body["up_to_seq"] = point
+            transport.sendall(encode_pub(request, api.encode(body), self._inbox))
+
+        ok = False
+        try:
+            index = 0
+            ask(groups[0], 1, up_to)
+            while True:
+                headers, payloads, status, judged = self._take_direct_batch(transport, stream, timeout)
+                more = False
+                if judged.kind is not Kind.NO_MESSAGES:
+                    pending, newest = eob_counts(status)
+                    if pending > 0:
+                        point = header_value(status, b"Nats-UpTo-Sequence")
+                        ask(groups[index], newest + 1, int(point) if point and point.isdigit() else up_to)
+                        more = True
+                if not more and index + 1 < len(groups):
+                    index += 1
+                    ask(groups[index], 1, up_to)
+                    more = True
+                ok = not more
+                if headers:
+                    yield headers, payloads
+                if not more:
+                    return
+        finally:
+            if not ok:
+                self.close()  # a request may still be answering: that link is spent
+
     def _live_link(self, timeout: float) -> Transport:
         """The link to send a first request on.  A pooled one is first proved alive by a PING (a link the server
         dropped, say on a restart, often takes a send and fails only on the next read); a dead one is opened again."""
@@ -322,6 +372,19 @@ class BulkReader:
     def _ask(self, transport: Transport, request: str, subject: str, seq: int, batch: int, max_bytes: int) -> None:
         body = api.encode({"batch": batch, "seq": seq, "next_by_subj": subject, "max_bytes": max_bytes})
         transport.sendall(encode_pub(request, body, self._inbox))
+
+    def _take_direct_batch(
+        self, transport: Transport, stream: str, timeout: float
+    ) -> tuple[list[bytes], list[bytes], bytes, Status]:
+        """A direct get's replies up to its end (header blocks, payloads, the end's header block, its status);
+        an error status raised as the error it maps to."""
+        headers: list[bytes] = []
+        payloads: list[bytes] = []
+        status = self._take_batch(transport, headers, payloads, timeout)
+        judged = classify_header(status)
+        if DIRECT_BATCH[judged.kind] is not Verdict.END:
+            raise reply_error(judged, Request.DIRECT_GET, stream)
+        return headers, payloads, status, judged
 
     def _take_batch(self, transport: Transport, headers: list[bytes], payloads: list[bytes], timeout: float) -> bytes:
         """Read until the status reply that ends a batch; its header block."""

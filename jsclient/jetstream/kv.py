@@ -162,7 +162,7 @@ def _entry_shape(bucket: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry
     return ReplyShape(DELIVERY_REPLY, read, headers=True, repeats=True)
 
 
-def _operation(op: str | None, reason: str | None = None) -> str:
+def entry_operation(op: str | None, reason: str | None = None) -> str:
     """The entry's operation from its KV-Operation header, or a server marker's reason (neither: a put)."""
     if op in (DEL, PURGE):
         return op
@@ -274,7 +274,7 @@ class KeyValue:
 
     def _entry(self, key: str, stored: StoredMessage) -> KeyValueEntry:
         """The entry get() returns; KeyDeletedError for a delete or purge marker."""
-        operation = _operation(stored.get_header(OPERATION_HEADER), stored.get_header(MARKER_REASON_HEADER))
+        operation = entry_operation(stored.get_header(OPERATION_HEADER), stored.get_header(MARKER_REASON_HEADER))
         entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation)
         if operation != PUT:
             raise KeyDeletedError(f"key {key!r} was {'deleted' if operation == DEL else 'purged'}", entry)
@@ -702,7 +702,7 @@ class KeyWatcher(Watch[KeyValueEntry]):
             msg = self._sub.next_msg(timeout=timeout)
             meta = msg.metadata
             key = msg.subject[self._prefix_size :]
-            op = _operation(msg.headers.get(OPERATION_HEADER), msg.headers.get(MARKER_REASON_HEADER))
+            op = entry_operation(msg.headers.get(OPERATION_HEADER), msg.headers.get(MARKER_REASON_HEADER))
             if meta.num_pending == 0:
                 self._initial_done = True
             if self._ignore_deletes and op != PUT:

@@ -19,7 +19,9 @@ own take a step in Python.
 Headers named ``Nats-*`` belong to the server (delivery details, expectation
 checks, batch control, TTL, rollups): the ``headers`` column leaves them out
 except ``Nats-Msg-Id``, which is the publisher's and which the sink uses as
-the message id, and the sink never sends the others from that column.
+the message id, and ``Nats-Marker-Reason``, which says why the server left a
+marker (ADR-48: a key removed by age, for a bucket's changes).  The sink never
+sends the others, nor the marker's reason, from that column.
 Values are kept byte for byte.
 """
 
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..headers import Headers, parse
 from ..jetstream.direct import StoredMessage
+from ..jetstream.kv import MARKER_REASON_HEADER as MARKER_REASON
 from ..jetstream.metadata import parse_metadata
 
 if TYPE_CHECKING:
@@ -65,8 +68,8 @@ def user_header(name: str) -> bool:
 
 
 def header_map(headers: Headers) -> list[tuple[str, list[str]]] | None:
-    """Headers as map entries (values grouped by name, in order), user headers only."""
-    entries = [(name, headers.get_all(name)) for name in headers if user_header(name)]
+    """Headers as map entries (values grouped by name, in order): user headers, and a marker's reason."""
+    entries = [(name, headers.get_all(name)) for name in headers if user_header(name) or name == MARKER_REASON]
     return entries or None
 
 
@@ -250,6 +253,7 @@ def stored_to_batch(rows: Sequence[StoredMessage]) -> pa.RecordBatch:
 
 
 __all__ = [
-    "SCHEMA", "arrow_schema", "deliveries_to_batch", "header_map", "replies_to_batch", "stored_to_batch",
+    "MARKER_REASON", "SCHEMA",
+    "arrow_schema", "deliveries_to_batch", "header_map", "replies_to_batch", "stored_to_batch",
     "subject_filter_regex",
 ]

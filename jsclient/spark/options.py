@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..jetstream.kv import check_bucket, check_key
 from ..options import Options
 
 
@@ -87,6 +88,19 @@ class SparkOptions:
             (option ``maxPending``).
         commit_prefix: Subject prefix of the atomic sink's commit markers (option ``commitPrefix``);
             ``None``, ``_jsclient.commits.<stream>``.
+        bucket: The key-value bucket read or written as a table (option ``bucket``), instead of a stream.
+        keys: Key filters of a bucket read (option ``keys``, comma-separated, wildcards allowed); empty
+            reads every key.
+        as_of_revision: A bucket's batch read gives the bucket as it was at this revision (option
+            ``asOfRevision``); ``None``, as it is.
+        include_deletes: A bucket's batch read also gives deleted and purged keys, with an ``operation``
+            column (option ``includeDeletes``).
+        object_store: The object store read or written as binary files (option ``objectStore``).
+        include_content: An object store read gives each object's bytes in a ``content`` column (option
+            ``includeContent``); false lists the objects only.
+        filter_pushdown: Whether a batch read of a stream or a bucket takes the filters Spark pushes (option
+            ``filterPushdown``); ``None``, where Spark keeps a pushed read with its one query (see
+            :doc:`/guides/spark-pushdown`).
     """
 
     servers: str = "nats://127.0.0.1:4222"
@@ -115,6 +129,14 @@ class SparkOptions:
     ack_timeout: float = 30.0
     max_pending: int = 4000
     commit_prefix: str | None = None
+    # -- buckets and object stores --
+    bucket: str | None = None
+    keys: tuple[str, ...] = ()
+    as_of_revision: int | None = None
+    include_deletes: bool = False
+    object_store: str | None = None
+    include_content: bool = True
+    filter_pushdown: bool | None = None
 
     #: Spark option key (lower-cased) -> field name.
     KEYS = {
@@ -142,6 +164,13 @@ class SparkOptions:
         "acktimeout": "ack_timeout",
         "maxpending": "max_pending",
         "commitprefix": "commit_prefix",
+        "bucket": "bucket",
+        "keys": "keys",
+        "asofrevision": "as_of_revision",
+        "includedeletes": "include_deletes",
+        "objectstore": "object_store",
+        "includecontent": "include_content",
+        "filterpushdown": "filter_pushdown",
     }
     #: Keys Spark itself puts into a data source's options (lower-cased), accepted and ignored.
     SPARK_KEYS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
@@ -177,17 +206,17 @@ class SparkOptions:
     def _convert(name: str, key: str, value: Any) -> Any:
         if value is None:
             return None
-        if name == "subjects":
+        if name in ("subjects", "keys"):
             return tuple(s.strip() for s in str(value).split(",") if s.strip())
         if name in ("starting_sequence", "ending_sequence"):
             return _int(key, value, 1)
         if name in ("min_partitions", "batch_size", "max_pending"):
             return _int(key, value, 1)
-        if name == "max_messages_per_trigger":
+        if name in ("max_messages_per_trigger", "as_of_revision"):
             return _int(key, value, 1)
         if name in ("starting_time", "ending_time"):
             return option_time(key, value)
-        if name == "fail_on_data_loss":
+        if name in ("fail_on_data_loss", "include_deletes", "include_content", "filter_pushdown"):
             return _bool(key, value)
         if name == "ack_timeout":
             try:
@@ -200,6 +229,7 @@ class SparkOptions:
         return str(value)
 
     def __post_init__(self) -> None:
+        self._check_target()
         if self.starting_sequence is not None and self.starting_time is not None:
             raise InvalidArgumentError("set startingSequence or startingTime, not both")
         if self.ending_sequence is not None and self.ending_time is not None:
@@ -211,6 +241,54 @@ class SparkOptions:
         ):
             raise InvalidArgumentError("endingSequence is before startingSequence")
         self.connection_options()  # validates servers, auth and TLS now, on the driver
+
+    def _check_target(self) -> None:
+        """One target (a stream, a bucket or an object store), and only the options that apply to it."""
+        named = [name for name, value in (
+            ("stream", self.stream), ("bucket", self.bucket), ("objectStore", self.object_store)
+        ) if value]
+        if len(named) > 1:
+            raise InvalidArgumentError(
+                f"set one of the options stream, bucket and objectStore, not {' and '.join(named)}"
+            )
+        for store in (self.bucket, self.object_store):
+            if store:
+                check_bucket(store)
+        stream_only = (("subjects", self.subjects), ("subject", self.subject), ("commitPrefix", self.commit_prefix))
+        if self.bucket or self.object_store:
+            for name, value in stream_only:
+                if value:
+                    instead = " (use keys)" if name == "subjects" and self.bucket else ""
+                    raise InvalidArgumentError(f"option {name} applies to streams, not to {named[0]}s{instead}")
+        if not self.bucket:
+            bucket_only: tuple[tuple[str, object], ...] = (
+                ("keys", self.keys), ("asOfRevision", self.as_of_revision), ("includeDeletes", self.include_deletes)
+            )
+            for option, given in bucket_only:
+                if given:
+                    raise InvalidArgumentError(f"option {option} applies to buckets (option bucket)")
+        if not self.object_store and not self.include_content:
+            raise InvalidArgumentError("option includeContent applies to object stores (option objectStore)")
+        if self.object_store and self.filter_pushdown is not None:
+            raise InvalidArgumentError("option filterPushdown applies to streams and buckets, not to objectStores")
+        for key in self.keys:
+            check_key(key, allow_wildcards=True)
+
+    def refuse_unused(self, unused: Mapping[str, str], what: str) -> None:
+        """Refuse the options in ``unused`` (field -> option key) set away from their defaults: ``what`` (a read
+        or write of some target, named in the message) would ignore them.
+
+        Args:
+            unused: The fields that ``what`` does not use, with their option keys.
+            what: What the options were given to, as the message names it ("a write to a bucket").
+
+        Raises:
+            InvalidArgumentError: One of them is set; the message names it and ``what``.
+        """
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for field, key in unused.items():
+            if getattr(self, field) != defaults[field]:
+                raise InvalidArgumentError(f"option {key} does not apply to {what}")
 
     def require_stream(self) -> str:
         """The ``stream`` option, which a read needs.

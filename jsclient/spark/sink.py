@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -120,8 +120,13 @@ def _covers(pattern: str, subject: str) -> bool:
     return len(p) == len(s)
 
 
-def plan_write(opts: SparkOptions) -> WritePlan:
-    """Driver side, at the start of a write or query: atomic markers where the stream allows, else message ids."""
+def plan_write(opts: SparkOptions, *, bucket: str | None = None) -> WritePlan:
+    """Driver side, at the start of a write or query: atomic markers where the stream allows, else message ids.
+
+    ``bucket``: the write goes to that key-value bucket, whose stream ``opts.stream`` names (only the
+    messages differ: they speak of the bucket).
+    """
+    target = f"bucket {bucket!r}" if bucket else None
     if not opts.subject and not opts.stream:
         # Rows name their own subjects and no stream was named: nothing to look at before the rows come.
         plan = WritePlan(SinkMode.MSGID, None, None, None)
@@ -131,7 +136,8 @@ def plan_write(opts: SparkOptions) -> WritePlan:
         try:
             info = js.stream_info(stream)
         except StreamNotFoundError:
-            raise InvalidArgumentError(f"the jetstream sink's stream {stream!r} does not exist") from None
+            what = target or f"stream {stream!r}"
+            raise InvalidArgumentError(f"the jetstream sink's {what} does not exist") from None
         window = info.config.duplicate_window
         window_s = float(window) if window else 120.0  # the server's default
         if info.config.allow_atomic is True:
@@ -139,24 +145,31 @@ def plan_write(opts: SparkOptions) -> WritePlan:
             check_publish_subject(f"{prefix}.w.0", "commitPrefix")
             if not any(_covers(s, f"{prefix}.w.0") for s in info.config.subjects or ()):
                 raise InvalidArgumentError(
-                    f"stream {stream!r} takes atomic batches, so the jetstream sink writes exactly once with "
-                    f"commit markers on {prefix}.>, but the stream's subjects {info.config.subjects} do not "
-                    f"include it: add {prefix + '.>'!r} to the stream (or set commitPrefix to a subject it has)"
+                    f"{target or f'stream {stream!r}'} takes atomic batches, so the jetstream sink writes exactly once "
+                    f"with commit markers on {prefix}.>, but the subjects of stream {stream!r}, "
+                    f"{info.config.subjects}, do not include it: add {prefix + '.>'!r} to the stream "
+                    f"(js.update_stream(js.stream_info({stream!r}).config, subjects=[..., {prefix + '.>'!r}]))"
+                    + ("" if bucket else " or set commitPrefix to a subject it has")
                 )
             plan = WritePlan(SinkMode.ATOMIC, stream, prefix, window_s, tuple(info.config.subjects or ()))
         else:
             plan = WritePlan(SinkMode.MSGID, stream, None, window_s)
     if plan.mode is SinkMode.MSGID:
         where = (
-            f"within the duplicate_window of stream {plan.stream!r} ({plan.duplicate_window:g} s)"
+            f"within the duplicate_window of {target or f'stream {plan.stream!r}'} ({plan.duplicate_window:g} s)"
             if plan.stream
             else "within the target stream's duplicate_window (2 minutes unless configured)"
         )
+        how = (
+            f"give the bucket's stream {plan.stream!r} allow_atomic=True (server 2.12+) and the subject "
+            f"'_jsclient.commits.{plan.stream}.>'"
+            if bucket
+            else "write to a stream created with allow_atomic=True (server 2.12+) and name it with the option stream"
+        )
         log.warning(
             "jetstream sink: exactly once holds only %s: a task retried or a micro-batch replayed later than "
-            "that writes its rows again. For exactly once without that limit, write to a stream created with "
-            "allow_atomic=True (server 2.12+) and name it with the option stream.",
-            where,
+            "that writes its rows again. For exactly once without that limit, %s.",
+            where, how,
         )
     return plan
 
@@ -173,7 +186,7 @@ class PublishedCommit(WriterCommitMessage):
 
 
 @dataclass
-class _Columns:
+class Columns:
     """One record batch's columns as Python lists, with the encoded pieces every frame needs."""
 
     subjects: list[bytes]
@@ -181,7 +194,25 @@ class _Columns:
     header_lines: list[bytes]
 
 
-def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan: WritePlan | None = None) -> _Columns:
+class RowShape(Protocol):
+    """Turns a record batch of the DataFrame written into the frames' pieces (a stream's or a bucket's rows)."""
+
+    def __call__(self, batch: pa.RecordBatch) -> Columns: ...
+
+
+class StreamRows:
+    """A stream's rows: ``subject`` (or the option), ``data``, optional ``headers`` and ``msg_id``."""
+
+    def __init__(self, opts: SparkOptions, plan: WritePlan) -> None:
+        self.opts = opts
+        self.plan = plan
+        self.checked: set[str] = set()  # subjects already found valid
+
+    def __call__(self, batch: pa.RecordBatch) -> Columns:
+        return _columns(batch, self.opts, self.checked, self.plan)
+
+
+def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan: WritePlan) -> Columns:
     names = batch.schema.names
     n = batch.num_rows
     if "subject" in names:
@@ -196,7 +227,7 @@ def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan:
             if not isinstance(s, str):
                 raise InvalidArgumentError(f"jetstream sink: a row's subject is {s!r}, not a subject")
             check_publish_subject(s)
-            if plan is not None and plan.mode is SinkMode.ATOMIC:
+            if plan.mode is SinkMode.ATOMIC:
                 _check_in_target(plan, s)
             checked.add(s)
         subjects.append(s.encode())
@@ -214,7 +245,7 @@ def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan:
         for i, msg_id in enumerate(ids):
             if msg_id:
                 lines[i] += encode_line(MSG_ID, str(msg_id))
-    return _Columns(subjects, payloads, lines)
+    return Columns(subjects, payloads, lines)
 
 
 def _check_in_target(plan: WritePlan, subject: str) -> None:
@@ -318,7 +349,7 @@ class _AtomicTask:
         self.pending_bytes = 0
         self.inflight: _Chunk | None = None  # sent, ack not yet in
 
-    def add(self, cols: _Columns) -> None:
+    def add(self, cols: Columns) -> None:
         """Take the rows of one record batch past those already stored; send each full chunk."""
         n = len(cols.payloads)
         start = min(n, max(0, self.skipped - self.seen))  # the first rows an earlier attempt stored
@@ -421,7 +452,7 @@ class _MsgIdTask:
         self.published = 0
         self.duplicates = 0
 
-    def add(self, cols: _Columns) -> None:
+    def add(self, cols: Columns) -> None:
         subjects, payloads, lines = cols.subjects, cols.payloads, cols.header_lines
         inbox = self.inbox.encode()
         n = len(payloads)
@@ -484,23 +515,27 @@ def write_batches(
     write: str,
     batch_id: int,
     partition: int,
+    shape: RowShape | None = None,
 ) -> PublishedCommit:
-    """Executor side: every row of this task stored once, every ack in, before returning."""
+    """Executor side: every row of this task stored once, every ack in, before returning.
+
+    ``shape`` reads the DataFrame's rows (left out: a stream's, :class:`StreamRows`).
+    """
     js = connection(opts).jetstream(timeout=opts.ack_timeout)
-    checked: set[str] = set()
+    rows = shape or StreamRows(opts, plan)
     if plan.mode is SinkMode.ATOMIC:
         subject = plan.marker_subject(write, partition)
         task = _AtomicTask(js, plan, subject, batch_id, opts.ack_timeout)
         for batch in batches:
             if batch.num_rows:
-                task.add(_columns(batch, opts, checked, plan))
+                task.add(rows(batch))
         task.finish()
         return PublishedCommit(task.published, 0, task.skipped, subject)
     ids = _MsgIdTask(js, f"{write}-{batch_id}-{partition}", 2 * opts.max_pending, opts.ack_timeout)
     try:
         for batch in batches:
             if batch.num_rows:
-                ids.add(_columns(batch, opts, checked))
+                ids.add(rows(batch))
     finally:
         ids.finish()
     return PublishedCommit(ids.published, ids.duplicates, 0, None)
@@ -551,7 +586,10 @@ def new_write_id() -> str:
 
 
 __all__ = [
+    "Columns",
     "PublishedCommit",
+    "RowShape",
+    "StreamRows",
     "WritePlan",
     "cleanup_markers",
     "new_write_id",

@@ -26,6 +26,12 @@ any task runs; from a server before 2.11, which has no batched direct get,
 one message per request.  Either way the
 replies are decoded to Arrow in bulk (:mod:`.arrow`); writes go through
 :mod:`.sink`.
+
+The server applies the read's subject filters: several at once where they
+do not overlap (a consumer's ``filter_subjects``, or direct gets asked one
+filter after another), else one filter covering them, narrowed here.  A
+batch read's filters from Spark narrow its options first (``pushFilters``,
+:mod:`.pushdown`).
 """
 
 from __future__ import annotations
@@ -38,7 +44,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
@@ -72,15 +77,18 @@ from ..errors import (
     MessageNotFoundError,
     NoRespondersError,
 )
+from ..jetstream import features
 from ..jetstream.api import ConsumerConfig, Duration
 from ..jetstream.direct import count_matching, no_direct
 from . import sink
-from .arrow import SCHEMA, deliveries_to_batch, replies_to_batch, subject_filter_regex
+from .arrow import deliveries_to_batch, replies_to_batch, subject_filter_regex
 from .connections import bulk_reader, connection
 from .options import SparkOptions, option_time
+from .pushdown import covering, disjoint, distinct, push_stream_filters
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql.datasource import Filter
 
     from ..jetstream.api import StreamInfo
     from ..jetstream.context import JetStream
@@ -96,6 +104,9 @@ log = logging.getLogger("jsclient.spark")
 BULK_BYTES = 4 << 20
 #: Seconds without a pull after which the server removes a task's consumer (a task that died before deleting it).
 CONSUMER_IDLE = 300.0
+#: At most this many subject filters go to the server (a consumer's filter_subjects, or direct gets one filter after
+#: another, each counted when planned); more are read as one filter covering them and narrowed on the client.
+MAX_SERVER_FILTERS = 100
 
 
 class SequenceRange(InputPartition):
@@ -124,9 +135,32 @@ def split_range(first: int, last: int, parts: int) -> list[SequenceRange]:
     return [SequenceRange(i, lo, min(last, lo + size - 1)) for i, lo in enumerate(range(first, last + 1, size))]
 
 
-def server_filter(opts: SparkOptions) -> str:
-    """The filter the server applies (one subject filter, or all); more than one is applied on the client."""
-    return opts.subjects[0] if len(opts.subjects) == 1 else ">"
+def server_filters(opts: SparkOptions) -> tuple[tuple[str, ...], str | None]:
+    """The subject filters the server applies, and the pattern the client keeps rows to after (None: none needed).
+
+    Several filters go to the server only when they do not overlap (a
+    consumer refuses overlapping ``filter_subjects``, and direct gets asked
+    filter by filter would read a message twice) and are not too many;
+    others are read as one filter that covers them, and narrowed here.
+    """
+    subjects = distinct(opts.subjects)
+    if not subjects:
+        return (">",), None
+    if len(subjects) <= MAX_SERVER_FILTERS and disjoint(subjects):
+        return subjects, None
+    return (covering(subjects),), subject_filter_regex(subjects)
+
+
+def _count(js: JetStream, stream: str, subjects: tuple[str, ...], seq: int) -> int | None:
+    """How many stored messages from ``seq`` on match one of the (disjoint) filters; None where the server cannot
+    count."""
+    total = 0
+    for subject in subjects:
+        found = count_matching(js, stream, subject, seq)
+        if found is None:
+            return None
+        total += found
+    return total
 
 
 def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, info: StreamInfo) -> list[SequenceRange]:
@@ -145,9 +179,9 @@ def plan_ranges(js: JetStream, opts: SparkOptions, first: int, last: int, info: 
         r.pull = not direct or info.config.retention not in ("interest", "workqueue")
     if not ranges or not direct:
         return ranges
-    stream, subject = opts.require_stream(), server_filter(opts)
-    counts = [count_matching(js, stream, subject, r.first) for r in ranges]
-    counts.append(count_matching(js, stream, subject, last + 1))
+    stream, (subjects, _) = opts.require_stream(), server_filters(opts)
+    counts = [_count(js, stream, subjects, r.first) for r in ranges]
+    counts.append(_count(js, stream, subjects, last + 1))
     known = [c for c in counts if c is not None]
     if len(known) != len(counts):
         return ranges
@@ -187,10 +221,10 @@ def read_range(opts: SparkOptions, part: SequenceRange) -> Iterator[pa.RecordBat
     js = connection(opts).jetstream(timeout=max(30.0, opts.ack_timeout))
     if part.expected is None and js.stream_info(stream).state.first_seq > part.first:
         data_lost(opts, f"stream {stream!r} no longer holds sequence {part.first}, planned to be read")
-    regex = subject_filter_regex(opts.subjects) if len(opts.subjects) > 1 else None
+    subjects, regex = server_filters(opts)
     read = 0
     seqs: list[pa.Array] = []
-    for batch, in_range, seq in (_pulled if part.pull else _got)(js, opts, part, regex):
+    for batch, in_range, seq in (_pulled if part.pull else _got)(js, opts, part, subjects, regex):
         read += in_range
         seqs.append(seq)
         if batch.num_rows:
@@ -199,20 +233,27 @@ def read_range(opts: SparkOptions, part: SequenceRange) -> Iterator[pa.RecordBat
         _check_missing(js, opts, part, read, seqs)
 
 
-def _pulled(js: JetStream, opts: SparkOptions, part: SequenceRange, regex: str | None) -> Iterator[Decoded]:
-    """The range through a consumer of the task's own, removed at the end."""
+def _pulled(
+    js: JetStream, opts: SparkOptions, part: SequenceRange, subjects: tuple[str, ...], regex: str | None
+) -> Iterator[Decoded]:
+    """The range through a consumer of the task's own (filtered by ``subjects``), removed at the end."""
     stream = opts.require_stream()
     name = f"jsclient_spark_{secrets.token_hex(8)}"
-    subject = server_filter(opts)
     config = ConsumerConfig(
         name=name, deliver_policy="by_start_sequence", opt_start_seq=part.first, ack_policy="none",
         mem_storage=True, num_replicas=1, inactive_threshold=Duration(CONSUMER_IDLE),
     )
-    js.add_consumer(stream, config, **({} if subject == ">" else {"filter_subject": subject}))
+    if subjects == (">",):
+        filtered: dict[str, Any] = {}
+    elif len(subjects) == 1:
+        filtered = {"filter_subject": subjects[0]}
+    else:
+        filtered = {"filter_subjects": list(subjects)}
+    js.add_consumer(stream, config, **filtered)
     try:
         with bulk_reader(opts) as reader:
             for args, headers, payloads in reader.pull(
-                stream, name, part.last, batch=opts.batch_size, max_bytes=BULK_BYTES, timeout=js.timeout
+                stream, name, part.last, batch=_batch(opts, part), max_bytes=BULK_BYTES, timeout=js.timeout
             ):
                 yield deliveries_to_batch(args, headers, payloads, stream, part.last, regex)
     finally:
@@ -220,32 +261,42 @@ def _pulled(js: JetStream, opts: SparkOptions, part: SequenceRange, regex: str |
             js.delete_consumer(stream, name)
 
 
-def _got(js: JetStream, opts: SparkOptions, part: SequenceRange, regex: str | None) -> Iterator[Decoded]:
-    """The range by batched direct gets (streams a consumer would disturb)."""
+def _got(
+    js: JetStream, opts: SparkOptions, part: SequenceRange, subjects: tuple[str, ...], regex: str | None
+) -> Iterator[Decoded]:
+    """The range by batched direct gets (streams a consumer would disturb), one (disjoint) subject filter after
+    another: a direct get takes one."""
     stream = opts.require_stream()
     with bulk_reader(opts) as reader:
         try:
-            for headers, payloads in reader.read(
-                stream, server_filter(opts), part.first, part.last,
-                batch=opts.batch_size, max_bytes=BULK_BYTES, timeout=js.timeout,
-            ):
-                yield replies_to_batch(headers, payloads, stream, part.last, regex)
+            for subject in subjects:
+                for headers, payloads in reader.read(
+                    stream, subject, part.first, part.last,
+                    batch=_batch(opts, part), max_bytes=BULK_BYTES, timeout=js.timeout,
+                ):
+                    yield replies_to_batch(headers, payloads, stream, part.last, regex)
         except NoRespondersError:
             raise no_direct(js, stream) from None
+
+
+def _batch(opts: SparkOptions, part: SequenceRange) -> int:
+    """Messages one request asks for: at most the range's size, so that the request that runs past the range's
+    end (the server does not know it) brings no more than that."""
+    return min(opts.batch_size, part.last - part.first + 1)
 
 
 def _check_missing(js: JetStream, opts: SparkOptions, part: SequenceRange, read: int, seqs: list[pa.Array]) -> None:
     """Fewer messages than planned: loss, unless messages deleted one by one (which the stream lists) explain it.
 
     Without a subject filter the missing sequences are known exactly; with
-    one, a deleted message may or may not have matched, so deletes in the
+    filters, a deleted message may or may not have matched, so deletes in the
     range explain up to their number.
     """
     stream = opts.require_stream()
     state = js.stream_info(stream, deleted_details=True).state
     deleted = {d for d in state.deleted or () if part.first <= d <= part.last and d >= state.first_seq}
     missing = part.expected - read  # type: ignore[operator]
-    if server_filter(opts) == ">":
+    if server_filters(opts)[0] == (">",):
         got: set[int] = set()
         for chunk in seqs:
             got.update(chunk.to_pylist())
@@ -286,33 +337,6 @@ def _resolve_time(js: JetStream, stream: str, when: Any) -> int | None:
         return js.get_msg(stream, start_time=when).seq
     except MessageNotFoundError:
         return None
-
-
-class JetStreamDataSource(DataSource):
-    """``spark.read.format("jetstream")`` / ``readStream`` / ``write`` / ``writeStream``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "jetstream"
-
-    def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        self.parsed = SparkOptions.parse(options)
-
-    def schema(self) -> str:
-        return SCHEMA
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return BatchReader(self.parsed)
-
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return StreamReader(self.parsed)
-
-    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
-        return BatchWriter(self.parsed, schema)
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return StreamWriter(self.parsed, schema)
 
 
 def check_batch_options(opts: SparkOptions) -> None:
@@ -359,10 +383,31 @@ def check_stream_options(opts: SparkOptions) -> None:
 
 
 class BatchReader(DataSourceReader):
+    """A batch read of a stream; Spark 4.1+ pushes its filters to :meth:`pushFilters` before planning it."""
+
     def __init__(self, opts: SparkOptions) -> None:
         self.opts = opts
         opts.require_stream()
         check_batch_options(opts)
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Read only what the filters Spark pushes let through, where the server can tell (driver side, before
+        :meth:`partitions`, on the same object); what is left is Spark's to apply.
+
+        Which filters narrow the read: :func:`.pushdown.push_stream_filters`.
+        Time filters only where the server can look a time up (2.11+): the
+        server is asked only when there is one.
+        """
+        times = any(getattr(f, "attribute", None) == ("timestamp",) for f in filters) and features.supports(
+            connection(self.opts).server_info, features.START_TIME_GET
+        )
+        self.opts, kept = push_stream_filters(self.opts, filters, times=times)
+        log.info(
+            "jetstream source, stream %r: filters applied on the server: %s; left to Spark: %s; reading %s",
+            self.opts.stream, [f for f in filters if not any(f is k for k in kept)] or "none", kept or "none",
+            _describe_read(self.opts),
+        )
+        return kept
 
     def partitions(self) -> list[SequenceRange]:
         opts = self.opts
@@ -386,8 +431,29 @@ class BatchReader(DataSourceReader):
         return plan_ranges(js, opts, first, last, info)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SequenceRange)
-        yield from read_range(self.opts, partition)
+        if isinstance(partition, SequenceRange):  # else Spark's stand-in for a read planned to no range
+            yield from read_range(self.opts, partition)
+
+
+class UnpushedBatchReader(BatchReader):
+    """A batch read that pushes no filter, for sessions with ``spark.sql.python.filterPushdown.enabled`` false:
+    Spark fails a read whose reader overrides pushFilters there.  (Before pyspark 4.1 nothing pushes.)"""
+
+    pushFilters = getattr(DataSourceReader, "pushFilters", BatchReader.pushFilters)
+
+
+def _describe_read(opts: SparkOptions) -> str:
+    """What a batch read's options read, for the log: subjects, sequences and times."""
+    if opts.ending_sequence == 0:
+        return "nothing (no message passes the filters)"
+    parts = [f"subjects {', '.join(opts.subjects)}" if opts.subjects else "every subject"]
+    if opts.starting_sequence is not None or opts.ending_sequence is not None:
+        parts.append(f"sequences {opts.starting_sequence or 1}..{opts.ending_sequence or 'last'}")
+    if opts.starting_time is not None:
+        parts.append(f"from the first message stored at or after {opts.starting_time.isoformat()}")
+    if opts.ending_time is not None:
+        parts.append(f"up to the last before {opts.ending_time.isoformat()}")
+    return ", ".join(parts)
 
 
 def _created(info: Any) -> str:
@@ -509,10 +575,16 @@ def _markers(messages: list[WriterCommitMessage | None]) -> list[str | None]:
 
 
 class BatchWriter(DataSourceArrowWriter):
-    def __init__(self, opts: SparkOptions, schema: Any) -> None:
+    """A batch write to a stream; a bucket's write (:mod:`.buckets`) is this with its plan and row shape."""
+
+    def __init__(
+        self, opts: SparkOptions, schema: Any, *, plan: sink.WritePlan | None = None,
+        shape: sink.RowShape | None = None,
+    ) -> None:
         self.opts = opts
         self.fields = [f.name for f in schema.fields]
-        self.plan = sink.plan_write(opts)
+        self.plan = plan or sink.plan_write(opts)
+        self.shape = shape
         # Made once on the driver and pickled to every task and retry: the same on all attempts.
         self.write_id = sink.new_write_id()
 
@@ -520,7 +592,7 @@ class BatchWriter(DataSourceArrowWriter):
         _, partition = _task()
         return sink.write_batches(
             self.opts, self.plan, _batches(iterator, self.fields), write=self.write_id, batch_id=0,
-            partition=partition,
+            partition=partition, shape=self.shape,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -534,10 +606,16 @@ class BatchWriter(DataSourceArrowWriter):
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, opts: SparkOptions, schema: Any) -> None:
+    """A streaming write to a stream; a bucket's (:mod:`.buckets`) is this with its plan and row shape."""
+
+    def __init__(
+        self, opts: SparkOptions, schema: Any, *, plan: sink.WritePlan | None = None,
+        shape: sink.RowShape | None = None,
+    ) -> None:
         self.opts = opts
         self.fields = [f.name for f in schema.fields]
-        self.plan = sink.plan_write(opts)
+        self.plan = plan or sink.plan_write(opts)
+        self.shape = shape
 
     def write(self, iterator: Iterator[Any]) -> sink.PublishedCommit:
         ctx, partition = _task()
@@ -545,7 +623,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
         return sink.write_batches(
             self.opts, self.plan, _batches(iterator, self.fields), write=query or "query",
-            batch_id=int(batch or 0), partition=partition,
+            batch_id=int(batch or 0), partition=partition, shape=self.shape,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
