@@ -138,6 +138,7 @@ def test_a_message_larger_than_a_pulls_max_bytes_is_named_not_pulled_forever(
         reader.close()
 
 
+@pytest.mark.compat
 @pytest.mark.needs_server("2.11")  # multi-subject direct gets
 def test_last_values_read_each_subject_once_across_groups_and_cut_requests(
     server: NatsServer, js: jsclient.JetStream
@@ -167,5 +168,23 @@ def test_last_values_read_each_subject_once_across_groups_and_cut_requests(
                 got.extend(StoredMessage(Msg.make("", p, header=h)) for h, p in zip(headers, payloads, strict=True))
             assert len(got) == 2500 and {m.subject: m.data for m in got} == expect
             assert requests > 3  # cut short by max_bytes and continued, not one request per group
+    finally:
+        reader.close()
+
+
+@pytest.mark.compat
+@pytest.mark.needs_server("2.11")
+def test_last_values_continue_a_request_cut_one_message_short(server: NatsServer, js: jsclient.JetStream) -> None:
+    """Ten messages of 100 bytes as the server counts them, max_bytes 900: the request ends with one to go,
+    which a 2.11 server's end counts as none left; the read must ask again and get it."""
+    js.add_stream(name="SHORT", subjects=["short.>"], allow_direct=True)
+    for i in range(10):
+        js.publish(f"short.{i}", b"x" * (100 - len(f"short.{i}")))
+    reader = BulkReader(Options.build([server.url]))
+    try:
+        got = [h for headers, _ in reader.last_values(
+            "SHORT", [f"short.{i}" for i in range(10)], up_to=None, max_bytes=900, timeout=10
+        ) for h in headers]
+        assert len(got) == 10
     finally:
         reader.close()

@@ -67,8 +67,23 @@ from .status import MAX_MULTI_SUBJECTS, Kind, Request, Status, classify_header, 
 RECV_SIZE = 1 << 20
 #: A pull that ended without a status (its messages filled max_bytes exactly): an end like any other.
 BATCH_FILLED = Status(Kind.BATCH_COMPLETED, 409, "Batch Completed")
+#: Bytes of subjects one multi-subject get asks for at most: well inside a server's max_payload (1 MiB by default).
+GROUP_BYTES = 256 << 10
 #: Pulls in a row that may end before their first message (leader changes) before the read gives up.
 EMPTY_PULLS = 3
+
+
+def _groups(subjects: list[str]) -> list[list[str]]:
+    """``subjects`` in requests of at most MAX_MULTI_SUBJECTS subjects and GROUP_BYTES of them."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for subject in subjects:
+        if groups[-1] and (len(groups[-1]) >= MAX_MULTI_SUBJECTS or size + len(subject) + 3 > GROUP_BYTES):
+            groups.append([])
+            size = 0
+        groups[-1].append(subject)
+        size += len(subject) + 3  # quoted, and a comma
+    return groups
 
 
 class _Filled:
@@ -256,6 +271,11 @@ class BulkReader:
         the sequence it reached, at the point in time (``up_to_seq``) its end
         names; a subject with no message (up to ``up_to``) is left out.  The
         next group of subjects is asked for as soon as a request's end arrives.
+        A 2.11 server's end counts one message fewer than remain (it says 0
+        with one to go), so from it every answered request is continued once
+        more: the answer is the rest, or "no results".  Groups hold at most
+        :data:`~.status.MAX_MULTI_SUBJECTS` subjects and :data:`GROUP_BYTES`
+        of them, well inside the server's ``max_payload``.
         """
         api.check_name("stream", stream)
         for subject in subjects:
@@ -264,8 +284,9 @@ class BulkReader:
             return
         transport = self._live_link(timeout)
         features.require(self._info, [features.MULTI_LAST_DIRECT_GET])  # before sending: a 2.10 server answers 408
+        counts_one_short = features.server_level(self._info) == 1  # 2.11
         request = f"{self.prefix}.DIRECT.GET.{stream}"
-        groups = [subjects[i : i + MAX_MULTI_SUBJECTS] for i in range(0, len(subjects), MAX_MULTI_SUBJECTS)]
+        groups = _groups(subjects)
 
         def ask(group: list[str], seq: int, point: int | None) -> None:
             body: dict[str, Any] = {"multi_last": group, "max_bytes": max_bytes}
@@ -284,9 +305,11 @@ class BulkReader:
                 more = False
                 if judged.kind is not Kind.NO_MESSAGES:
                     pending, newest = eob_counts(status)
-                    if pending > 0:
+                    if pending > 0 or (counts_one_short and headers):
                         point = header_value(status, b"Nats-UpTo-Sequence")
-                        ask(groups[index], newest + 1, int(point) if point and point.isdigit() else up_to)
+                        if point is None or not point.isdigit():  # without it the rest would be another moment
+                            raise ProtocolError(f"a multi-subject get's end without Nats-UpTo-Sequence: {status!r}")
+                        ask(groups[index], newest + 1, int(point))
                         more = True
                 if not more and index + 1 < len(groups):
                     index += 1

@@ -40,7 +40,6 @@ from ..errors import DirectGetDisabledError, InvalidArgumentError, MessageNotFou
 from ..headers import encode_line
 from ..jetstream import features
 from ..jetstream.kv import DEL, OPERATION_HEADER, PURGE, PUT, check_key, entry_operation, open_bucket
-from ..jetstream.status import MAX_MULTI_SUBJECTS
 from . import sink
 from .arrow import MARKER_REASON, replies_to_batch, stored_to_batch
 from .connections import bulk_reader, connection
@@ -67,6 +66,8 @@ _OPERATION_LINES = {
     "purge": encode_line(OPERATION_HEADER, PURGE) + encode_line("Nats-Rollup", "sub"),
 }
 _NO_LIMIT = (1 << 63) - 1
+#: Keys per record batch where each key is a direct get of its own (a server before 2.11).
+GETS_PER_BATCH = 1024
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,6 @@ class KeyRange(InputPartition):
         self.stream = target.stream
         self.prefix = target.prefix
         self.packed = zlib.compress("\n".join(keys).encode(), 1)
-        self.first = keys[0]
-        self.last = keys[-1]
-        self.count = len(keys)
         self.up_to = up_to
 
     def names(self) -> list[str]:
@@ -201,7 +199,7 @@ class BucketReader(DataSourceReader):
                 raise InvalidArgumentError(
                     f"asOfRevision={up_to} is past bucket {target.bucket!r}'s last revision, {state.last_seq}"
                 )
-            if up_to < state.first_seq - 1:
+            if up_to < state.first_seq:
                 data_lost(opts, (
                     f"bucket {target.bucket!r} no longer holds revisions before {state.first_seq} "
                     f"(aged out or purged), so it cannot be read as of revision {up_to}"
@@ -235,9 +233,11 @@ class BucketReader(DataSourceReader):
                     yield from self._rows(replies_to_batch(headers, payloads, partition.stream, _NO_LIMIT)[0],
                                           partition)
             return
-        for lo in range(0, len(subjects), MAX_MULTI_SUBJECTS):  # before 2.11: one direct get per key
+        if partition.up_to is not None:  # planned on a newer server than this task reached
+            js.require(features.MULTI_LAST_DIRECT_GET)
+        for lo in range(0, len(subjects), GETS_PER_BATCH):  # before 2.11: one direct get per key
             found = []
-            for subject in subjects[lo : lo + MAX_MULTI_SUBJECTS]:
+            for subject in subjects[lo : lo + GETS_PER_BATCH]:
                 try:
                     found.append(js.direct_get(partition.stream, last_by_subj=subject))
                 except MessageNotFoundError:  # gone since the listing
@@ -334,8 +334,13 @@ class BucketRows:
                 raise InvalidArgumentError(
                     f"bucket write: key {key!r} has operation {op!r}; it must be put, delete or purge (or null: put)"
                 )
+            if value is None and not found:
+                raise InvalidArgumentError(
+                    f"bucket write: key {key!r} is a put with a null value (put b'' for an empty value, or "
+                    "delete the key)"
+                )
             subjects.append((self.prefix + key).encode())
-            payloads.append(b"" if found or value is None else value)
+            payloads.append(b"" if found else value)
             lines.append(found)
         return sink.Columns(subjects, payloads, lines)
 

@@ -23,6 +23,13 @@ from .options import SparkOptions
 from .source import BatchReader, BatchWriter, StreamReader, StreamWriter, UnpushedBatchReader
 
 
+def pushes_by_default() -> bool:
+    """Whether this Spark keeps the read a pushdown planned with its one query: Spark's source keeps it with
+    the scan from the release that adds limit pushdown for Python data sources (``DataSourceReader.pushLimit``);
+    before, with the DataFrame (see :meth:`JetStreamDataSource.pushing`)."""
+    return hasattr(DataSourceReader, "pushLimit")
+
+
 def refuse_overwrite(overwrite: bool) -> None:
     """A batch write adds messages, revisions or objects and replaces nothing, so mode("overwrite") is refused."""
     if overwrite:
@@ -63,6 +70,10 @@ class JetStreamDataSource(DataSource):
             return buckets.BucketReader(self.parsed) if pushing else buckets.UnpushedBucketReader(self.parsed)
         return BatchReader(self.parsed) if pushing else UnpushedBatchReader(self.parsed)
 
+    def refuse_pushdown_option(self, what: str) -> None:
+        if self.parsed.filter_pushdown is not None:
+            raise InvalidArgumentError(f"option filterPushdown applies to batch reads, not to {what}")
+
     def pushing(self) -> bool:
         """Whether a batch read takes Spark's filters: the option ``filterPushdown``, else where it is safe.
 
@@ -73,9 +84,10 @@ class JetStreamDataSource(DataSource):
         filters are pushed only when a read asks for it.
         """
         chosen = self.parsed.filter_pushdown
-        return hasattr(DataSourceReader, "pushLimit") if chosen is None else chosen
+        return pushes_by_default() if chosen is None else chosen
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        self.refuse_pushdown_option("a streaming read (Spark pushes filters to batch reads only)")
         if self.parsed.object_store:
             raise InvalidArgumentError("an object store is read in batch only (spark.read), not as a stream")
         if self.parsed.bucket:
@@ -84,6 +96,7 @@ class JetStreamDataSource(DataSource):
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         refuse_overwrite(overwrite)
+        self.refuse_pushdown_option("a write")
         if self.parsed.object_store:
             return objects.ObjectWriter(self.parsed, schema)
         if self.parsed.bucket:
@@ -91,6 +104,7 @@ class JetStreamDataSource(DataSource):
         return BatchWriter(self.parsed, schema)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        self.refuse_pushdown_option("a write")
         # ``overwrite`` is the complete output mode here: each micro-batch is the whole result, appended.
         if self.parsed.object_store:
             raise InvalidArgumentError("an object store is written in batch only (df.write), not as a stream")

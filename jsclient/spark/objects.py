@@ -72,6 +72,8 @@ _READ_OPTIONS = {
     "fail_on_data_loss": "failOnDataLoss",
     "include_content": "includeContent",
 }
+
+
 def schema(opts: SparkOptions) -> str:
     """The columns of a read: ``binaryFile``'s, without ``content`` for a listing (``includeContent=false``)."""
     return SCHEMA if opts.include_content else LISTING
