@@ -99,6 +99,7 @@ def main() -> None:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.host", "127.0.0.1")
+            .config(jsclient.spark.PUSHDOWN_CONF, "true")  # the pushed row; on Spark 4.1-4.3 with filterPushdown
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
