@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import signal
-import subprocess
+import json
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -31,7 +28,7 @@ from .conftest import server_release
 
 pytest.importorskip("pyspark.sql", reason="install the spark extra: pip install -e '.[spark]'")
 
-from .test_spark_sink import _checkpoint_batches, _fail_once_after_stored, _write_8000
+from .test_spark_sink import _fail_once_after_stored, _write_8000, kill_mid_writes
 
 HERE = Path(__file__).parent
 
@@ -211,42 +208,19 @@ def test_a_streaming_write_into_a_bucket_killed_and_restarted_is_exactly_once(
         js.publish_async(f"src.k{i % keys}", b"%d" % i)
     js.publish_async_completed(timeout=60)
     checkpoint = tmp_path / "checkpoint"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     command = [sys.executable, str(HERE / "spark_stream_child.py"), server.url, str(checkpoint), "0.0005", "DSTKV"]
 
     def stored() -> int:
         return js.stream_info("KV_DSTKV", subjects_filter="$KV.DSTKV.>").state.messages
 
-    def markers() -> list[int]:
+    def in_write(planned: int) -> bool:
         try:
             found = js.direct_get_batch("KV_DSTKV", "_jsclient.commits.KV_DSTKV.>", max_messages=10_000)
-            import json
-
-            return [json.loads(m.data)["batch"] for m in found if json.loads(m.data)["rows"] > 0]
         except jsclient.MessageNotFoundError:
-            return []
+            return False
+        return any(json.loads(m.data)["batch"] == planned and json.loads(m.data)["rows"] > 0 for m in found)
 
-    replayed_with_rows_stored = 0
-    for kill in range(2):
-        before = stored()
-        child = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 120
-            while stored() < before + 1000:
-                assert child.poll() is None, f"the query ended before kill {kill}"
-                assert time.monotonic() < deadline, "the query wrote nothing within 120 s"
-                time.sleep(0.02)
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(30)
-        planned, committed = _checkpoint_batches(checkpoint)
-        if planned > committed and planned in markers():
-            replayed_with_rows_stored += 1
-        time.sleep(2.0)  # longer than the bucket's duplicate_window: message ids cannot save a replay now
-    assert replayed_with_rows_stored >= 1, "no kill landed inside a micro-batch's write; the test proved nothing"
-    done = subprocess.run(command, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    kill_mid_writes(command, checkpoint, stored, in_write, kills=2)
     entries = history(js, "DSTKV")
     assert sum(len(v) for v in entries.values()) == total
     for k in range(keys):  # each input once (the query's two partitions write a key's rows in either order)

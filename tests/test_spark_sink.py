@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,40 @@ def _checkpoint_batches(checkpoint: Path) -> tuple[int, int]:
     return newest("offsets"), newest("commits")
 
 
+def kill_mid_writes(
+    command: list[str], checkpoint: Path, stored: Callable[[], int], in_write: Callable[[int], bool], *, kills: int
+) -> subprocess.CompletedProcess[str]:
+    """Run the query ``command`` and SIGKILL its whole process group once ``stored()`` grew by 1,000, ``kills``
+    times, each followed by 2 s (past the target's 1 s duplicate_window); then run it to its end and return that.
+
+    At least one kill must land inside a micro-batch's write: the checkpoint planned a micro-batch it did not
+    commit, and ``in_write(that batch)`` says the target already holds rows of it (so the restart replays rows
+    that are stored)."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    replayed_with_rows_stored = 0
+    for kill in range(kills):
+        before = stored()
+        child = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while stored() < before + 1000:  # a chunk of the current batch is in
+                assert child.poll() is None, f"the query ended before kill {kill}"
+                assert time.monotonic() < deadline, "the query wrote nothing within 120 s"
+                time.sleep(0.02)
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+        planned, committed = _checkpoint_batches(checkpoint)
+        if planned > committed and in_write(planned):
+            replayed_with_rows_stored += 1
+        time.sleep(2.0)  # longer than the target's duplicate_window: message ids cannot save a replay now
+    assert replayed_with_rows_stored >= 1, "no kill landed inside a micro-batch's write; the test proved nothing"
+    done = subprocess.run(command, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 @pytest.mark.needs_server("2.12")  # the atomic sink
 def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
     server: NatsServer, js: jsclient.JetStream, tmp_path: Path
@@ -137,29 +172,12 @@ def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
         js.publish_async(f"src.{i % 4}", b"row-%d" % i, headers={"N": str(i)} if i % 3 == 0 else None)
     js.publish_async_completed(timeout=60)
     checkpoint = tmp_path / "checkpoint"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     command = [sys.executable, str(HERE / "spark_stream_child.py"), server.url, str(checkpoint)]
-    replayed_with_rows_stored = 0
-    for kill in range(3):
-        before = js.stream_info("DST").state.messages
-        child = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 120
-            while js.stream_info("DST").state.messages < before + 1000:  # a chunk of the current batch is in
-                assert child.poll() is None, f"the query ended before kill {kill}"
-                assert time.monotonic() < deadline, "the query wrote nothing within 120 s"
-                time.sleep(0.02)
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(30)
-        planned, committed = _checkpoint_batches(checkpoint)
-        if planned > committed and any(m["batch"] == planned and m["rows"] > 0 for m in markers(js, "DST")):
-            replayed_with_rows_stored += 1
-        time.sleep(2.0)  # longer than DST's duplicate_window: message ids cannot save a replay now
-    assert replayed_with_rows_stored >= 1, "no kill landed inside a micro-batch's write; the test proved nothing"
-    done = subprocess.run(command, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+
+    def in_write(planned: int) -> bool:
+        return any(m["batch"] == planned and m["rows"] > 0 for m in markers(js, "DST"))
+
+    done = kill_mid_writes(command, checkpoint, lambda: js.stream_info("DST").state.messages, in_write, kills=3)
     assert "query finished" in done.stdout
     out = Counter(data_of(js, "DST", "dst.>"))
     assert sum(out.values()) == total, f"{sum(out.values()) - total} duplicates"
