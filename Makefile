@@ -45,8 +45,8 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 ## make soak: the fault suite run long and hard (leader kills, restarts, churn, a 10-minute soak), then the
-## nemesis's long schedule (tests/nemesis: 80 fault steps, a fresh seed printed for replay; NEMESIS_SEED and
-## NEMESIS_STEPS override).
+## nemesis's long schedule (tests/nemesis: 120 fault steps, about ten minutes, a fresh seed printed for replay;
+## NEMESIS_SEED and NEMESIS_STEPS override).
 soak: $(STAMP)
 	JSCLIENT_SOAK=1 $(PY) -m pytest tests/test_faults.py tests/test_resilience.py -o timeout=1800
 	NEMESIS_SOAK=1 $(PY) -m pytest tests/nemesis -o timeout=3600

@@ -80,6 +80,8 @@ class WebSocketCodec:
         self.control: deque[bytes] = deque()
         #: Why the WebSocket ended, once it has (ConnectionResetError or ProtocolError); then feed ignores input.
         self.ended: Exception | None = None
+        #: Whether the server closed the WebSocket with a close frame (and this end has queued its answer).
+        self.server_closed = False
         self._partial = False  # the last data frame seen has more to come
         self._refusal: tuple[int, bytearray] | None = None
         self._head = b""  # the first bytes of the answer to the upgrade, to recognise a NATS port
@@ -148,6 +150,7 @@ class WebSocketCodec:
         if self._ws.state is ConnectionState.REMOTE_CLOSING:  # a close frame from the server: reply in kind
             with contextlib.suppress(LocalProtocolError):
                 self.control.append(self._ws.send(event.response()))
+            self.server_closed = True
             if code in ORDERLY_CLOSE:
                 return ConnectionResetError(f"the server closed the WebSocket ({code} {reason})".rstrip(" )") + ")")
             return ProtocolError(f"the server closed the WebSocket with code {code}: {reason}".rstrip(": "))
@@ -265,6 +268,15 @@ class WebSocketTransport:
         self._inner.shutdown()
 
     def close(self) -> None:
+        """After the server's close frame, read away what it sent since: a socket closed with unread bytes is
+        reset, and the reset can overtake our answer to its close frame.  The reader has stopped reading then,
+        so this thread is the only one on the socket."""
+        if self._codec.server_closed:
+            with contextlib.suppress(OSError, ValueError):
+                self._inner.settimeout(0)
+                for _ in range(64):  # bounded: a server still sending gets its reset after all
+                    if not self._inner.recv_into(self._raw):
+                        break
         self._inner.close()
 
 

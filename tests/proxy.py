@@ -132,9 +132,16 @@ class FrameProxy:
         self._sockets: list[socket.socket] = []
         #: Every byte the clients sent, for tests that check what went on the wire.
         self.sent = bytearray()
+        self._sent_by_link: list[bytearray] = []
         self._sent_lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="test-proxy").start()
+
+    def sent_by_link(self) -> list[bytes]:
+        """What the clients sent, link by link in the order they were accepted: ``sent`` interleaves the links'
+        bytes when a client reconnects."""
+        with self._sent_lock:
+            return [bytes(link) for link in self._sent_by_link]
 
     @property
     def url(self) -> str:
@@ -152,11 +159,14 @@ class FrameProxy:
             threading.Thread(target=self._pipe_down, args=(server, client), daemon=True).start()
 
     def _pipe_up(self, src: socket.socket, dst: socket.socket) -> None:
-        buf = bytearray()
+        buf, link = bytearray(), bytearray()
+        with self._sent_lock:
+            self._sent_by_link.append(link)
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
                 with self._sent_lock:
                     self.sent += data
+                    link += data
                 if self.upstream_filter is None:
                     dst.sendall(data)
                     continue

@@ -81,7 +81,7 @@ class Plan:
         steps = os.environ.get("NEMESIS_STEPS")
         return Plan(
             seed=int(seed) if seed else (random.SystemRandom().randrange(10**9) if soak else SHORT_SEED),
-            steps=int(steps) if steps else (80 if soak else len(KINDS)),
+            steps=int(steps) if steps else (120 if soak else len(KINDS)),
             soak=soak,
         )
 
