@@ -12,7 +12,16 @@ from typing import Any, cast
 
 import pytest
 
-from jsclient.core.fastpath import MAX_SPIN_BACKOFF, SpinBackoff, park, route_one, take_own, take_shaped
+from jsclient.core import fastpath
+from jsclient.core.fastpath import (
+    HITS_TO_RETURN,
+    MAX_SPIN_BACKOFF,
+    SpinBackoff,
+    park,
+    route_one,
+    take_own,
+    take_shaped,
+)
 from jsclient.core.reader import ReadSide
 from jsclient.core.requests import no_responders
 from jsclient.core.state import Waiter
@@ -139,7 +148,7 @@ def test_route_one_takes_a_lone_reply_as_route_does() -> None:
     assert (router.in_msgs, router.in_bytes) == (4, 9)
 
 
-def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> None:
+def test_spin_backoff_doubles_the_waits_it_sits_out_and_hits_in_a_row_start_over() -> None:
     spin = SpinBackoff()
     assert spin.until(10.0, 0.0) == 0.0  # spin_wait=0: never
     assert spin.until(10.0, 0.5) == 10.5
@@ -149,9 +158,54 @@ def test_spin_backoff_doubles_the_waits_it_sits_out_and_a_hit_starts_over() -> N
         while spin.until(0.0, 0.5) == 0.0:
             sat_out += 1
         assert sat_out == 1 << min(misses, MAX_SPIN_BACKOFF)
-    spin.hit()
+    # A hit lets the next wait poll; fewer than HITS_TO_RETURN in a row leave the misses counted.
+    for _ in range(HITS_TO_RETURN - 1):
+        spin.hit()
+        assert spin.until(0.0, 0.5) == 0.5
+    spin.missed()
+    assert spin.misses == MAX_SPIN_BACKOFF and spin.until(0.0, 0.5) == 0.0
+    # HITS_TO_RETURN in a row start over: the next miss sits out two waits.
+    spin.skip = 0
+    for _ in range(HITS_TO_RETURN):
+        spin.hit()
+    assert spin.misses == 0
     spin.missed()
     assert [spin.until(0.0, 0.5) for _ in range(3)] == [0.0, 0.0, 0.5]
+
+
+def test_spin_backoff_backs_off_from_replies_in_bursts_a_round_trip_apart() -> None:
+    """Async replies from a distant server: each burst gives a hit or two, then the poll after it misses.
+
+    Each miss counts, so the waits sat out keep doubling: polling costs a poll per 2**MAX_SPIN_BACKOFF
+    waits, not a miss per burst.
+    """
+    spin = SpinBackoff()
+    bursts, polls = 5000, 0
+    for _ in range(bursts):  # a burst: three waits, the poll of the last one outlasted by the round trip
+        for caught in (True, True, False):
+            if spin.until(0.0, 0.5):
+                polls += 1
+                if not caught:
+                    spin.missed()
+                elif spin.misses:  # as the callers do: a hit is counted only while there are misses
+                    spin.hit()
+    assert spin.misses == MAX_SPIN_BACKOFF
+    # A burst's three polls at most, after the first misses and then once per 2**MAX_SPIN_BACKOFF waits.
+    assert polls <= 3 * (MAX_SPIN_BACKOFF + 3 * bursts // (1 << MAX_SPIN_BACKOFF))
+
+
+def test_a_poll_kept_off_the_core_past_its_time_is_a_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread that yields and gets the core back only after its time is up has not caught the reply that
+    came meanwhile: counted as a catch, it would bring polling back for a server that is far away."""
+    arrived: list[tuple[int, int]] = []
+
+    def held_off() -> None:
+        time.sleep(0.002)  # other threads had the core: the reply arrived, and the time ran out
+        arrived.append((0, 1))
+
+    monkeypatch.setattr(fastpath.os, "sched_yield", held_off)
+    assert fastpath.spin_poll(lambda _timeout: arrived, time.monotonic() + 0.001, 1) is False
+    assert fastpath.spin_poll(lambda _timeout: arrived, time.monotonic() + 0.001, 1) is True  # there already
 
 
 class _Side:

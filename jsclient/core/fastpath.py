@@ -92,10 +92,11 @@ longer than the server took to answer, so a caller alone on the socket
 (its waiter the only one listed) polls for up to ``spin_wait`` before it
 sleeps in ``poll``, and the reader does the same while async requests are
 out and it did not just answer a request() caller.  A poll that ends
-without its reply makes the next waits sleep at once, twice as many each
-time it happens in a row (:class:`SpinBackoff`), so a slow server costs
-little CPU.  With one CPU nobody polls.  Polling changes when a reply is
-noticed, never what is read.
+without its reply makes the next waits sleep at once, twice as many at
+each such miss (up to 2**MAX_SPIN_BACKOFF), until polls catch their
+replies several times in a row (:class:`SpinBackoff`), so a slow or
+distant server costs little CPU.  With one CPU nobody polls.  Polling
+changes when a reply is noticed, never what is read.
 
 **Why the result is the plain path's.**  Each shortcut takes a read only
 when it is exactly one whole frame of the expected kind with nothing
@@ -141,17 +142,24 @@ LINGER = 0.02
 #: threads to run, rarely enough that the reply is seen soon after it arrives (a yield may be a slow
 #: system call on a virtual machine).
 YIELD_EVERY = 8
-#: After this many polls in a row without the reply, a poll is tried once in 2**MAX_SPIN_BACKOFF waits.
+#: After this many misses (polls without the reply, see HITS_TO_RETURN), a poll is tried once in
+#: 2**MAX_SPIN_BACKOFF waits.
 MAX_SPIN_BACKOFF = 10
+#: A poll that misses costs ``spin_wait`` of CPU, and one that catches its reply saves a sleep and a wake-up,
+#: which cost far less: after a miss, every wait polls again only once this many polls in a row have caught
+#: their reply.  Replies that come back in bursts a round trip apart (async requests to a distant server) give
+#: a hit or two and then a miss at every burst, and so back off.
+HITS_TO_RETURN = 8
 
 
 class SpinBackoff:
     """Whether the token's holder polls before it sleeps (see the module docstring, Polling)."""
 
-    __slots__ = ("misses", "skip")
+    __slots__ = ("hits", "misses", "skip")
 
     def __init__(self) -> None:
-        self.misses = 0  # polls in a row that ended without the reply
+        self.misses = 0  # polls that ended without the reply, since polling last paid (HITS_TO_RETURN hits)
+        self.hits = 0  # polls in a row that caught their reply, since the last miss
         self.skip = 0  # waits left that sleep at once
 
     def until(self, now: float, spin: float) -> float:
@@ -164,10 +172,14 @@ class SpinBackoff:
         return now + spin
 
     def hit(self) -> None:
-        """A poll caught its reply: the next wait polls again."""
-        self.misses = 0
+        """A poll caught its reply (counted only while there are misses): the next wait polls too, and once
+        HITS_TO_RETURN have in a row, the misses are forgotten."""
+        self.hits += 1
+        if self.hits >= HITS_TO_RETURN:
+            self.misses = self.hits = 0
 
     def missed(self) -> None:
+        self.hits = 0
         self.misses = min(self.misses + 1, MAX_SPIN_BACKOFF)
         self.skip = 1 << self.misses
 
@@ -353,15 +365,17 @@ def poll_before_recv(side: ReadSide, spin: float) -> None:
 def spin_poll(poll: Callable[[float], list[tuple[int, int]]], until: float, yield_every: int) -> bool:
     """Poll until the socket is readable (True) or the clock reaches ``until`` (False).
 
-    Every ``yield_every`` empty polls it looks at the clock and yields the
-    core (threads that can run on it go first, and may take the GIL); in
+    Every ``yield_every`` empty polls it yields the core (threads that can
+    run on it go first, and may take the GIL) and then looks at the clock:
+    a thread kept off the core past ``until`` by others finds its time up,
+    rather than a reply that came after it and a catch that was not one.  In
     between, the reply is seen within one poll of its arrival.
     """
     empty = 0
     while not poll(0.0):
         empty += 1
         if not empty % yield_every:
+            os.sched_yield()
             if time.monotonic() >= until:
                 return False
-            os.sched_yield()
     return True
