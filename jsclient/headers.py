@@ -220,6 +220,8 @@ def _check_name(name: str) -> None:
         raise BadHeaderError(f"header name must be a str, not {type(name).__name__}")
     if not name:
         raise BadHeaderError("header name must not be empty")
+    if name.isascii() and name.isprintable() and " " not in name and ":" not in name:  # every char in 33..126
+        return
     for ch in name:
         if ch == ":" or ord(ch) <= 32 or ord(ch) >= 127:
             raise BadHeaderError(f"header name {name!r} contains {ch!r}; names are printable ASCII without ':'")

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import jsclient
-from jsclient.jetstream.bulk import BulkReader
+from jsclient.jetstream.bulk import BulkReader, Cut
 from jsclient.jetstream.direct import StoredMessage
 from jsclient.message import Msg
 from jsclient.options import Options
@@ -84,11 +84,28 @@ def test_faults_close_the_link_and_the_next_read_opens_another(server: NatsServe
 # -- pulls from a consumer ------------------------------------------------------------
 
 
-def pull_all(reader: BulkReader, consumer: str, last: int, **kw: int) -> list[tuple[bytes, bytes, bytes]]:
+def pull_all(
+    reader: BulkReader, consumer: str, last: int, runs: bool = False, **kw: int
+) -> list[tuple[bytes, bytes, bytes]]:
+    """Every message pulled, as (line less its operation and sizes, header block, payload); with ``runs``, through
+    :meth:`BulkReader.pull_runs` and the Spark source's cutter (its runs' lines made again, the sid being 1)."""
     out = []
     options = {"batch": 700, "max_bytes": 1 << 20, **kw}
-    for args, headers, payloads in reader.pull("BULK", consumer, last, timeout=10, **options):
-        out.extend(zip(args, headers, payloads, strict=True))
+    if not runs:
+        for args, headers, payloads in reader.pull("BULK", consumer, last, timeout=10, **options):
+            out.extend(zip(args, headers, payloads, strict=True))
+        return out
+    pytest.importorskip("pyarrow")
+    from jsclient.spark.arrow import PulledRun, cut_deliveries
+
+    for parts in reader.pull_runs("BULK", consumer, last, timeout=10, cut=cut_deliveries, **options):
+        for part in parts:
+            if isinstance(part, Cut):
+                out.extend(zip(part.args, part.headers, part.payloads, strict=True))
+            else:
+                assert isinstance(part, PulledRun)
+                out.extend((b"%s 1 %s" % (s, r), b"", p) for s, r, p in zip(
+                    part.subjects.to_pylist(), part.replies.to_pylist(), part.payloads.to_pylist(), strict=True))
     return out
 
 
@@ -96,9 +113,13 @@ def sequences(rows: list[tuple[bytes, bytes, bytes]]) -> list[int]:
     return [jsclient.jetstream.metadata.parse_metadata(a.split()[2].decode()).sequence.stream for a, _, _ in rows]
 
 
-def test_pulls_stop_at_the_range_end_or_the_streams(server: NatsServer, filled: jsclient.JetStream) -> None:
+@pytest.mark.parametrize("runs", [False, True], ids=["parser", "runs"])
+def test_pulls_stop_at_the_range_end_or_the_streams(
+    server: NatsServer, filled: jsclient.JetStream, runs: bool
+) -> None:
     """Pulls from an ack-none consumer: cut by max_bytes, ended by the range's last sequence or by nothing
-    pending (the server's 404), the subject and the message's own headers as stored."""
+    pending (the server's 404), the subject and the message's own headers as stored; the same when a cutter
+    takes the runs of plain messages and the parser what is left (a message with headers every 100)."""
     js = filled
     reader = BulkReader(Options.build([server.url]))
 
@@ -110,30 +131,53 @@ def test_pulls_stop_at_the_range_end_or_the_streams(server: NatsServer, filled: 
     try:
         # A few dozen messages a pull; some pulls fill the 2000 bytes exactly, which the server ends without a
         # status (this read hung until the reader counted the bytes as the server does).
-        rows = pull_all(reader, consumer("all", 1), 5000, max_bytes=2000)
+        rows = pull_all(reader, consumer("all", 1), 5000, runs, max_bytes=2000)
         assert sequences(rows) == list(range(1, 5001))
         subject, _, reply = rows[100][0].split()
         assert (subject, rows[100][1], rows[100][2]) == (b"bulk.1", b"NATS/1.0\r\nI: 100\r\n\r\n", b"100")
         assert rows[101][1] == b"" and reply.startswith(b"$JS.ACK.BULK.all.")
-        part = pull_all(reader, consumer("part", 10, "bulk.1"), 4000)
+        part = pull_all(reader, consumer("part", 10, "bulk.1"), 4000, runs)
         got = [s for s in sequences(part) if s <= 4000]
         assert got == [s for s in range(10, 4001) if (s - 1) % 3 == 1]
-        assert sequences(pull_all(reader, consumer("tail", 4990), 9000))[-1] == 5000
-        assert pull_all(reader, consumer("none", 6000), 9000) == []  # nothing to deliver: 404 at once
+        assert sequences(pull_all(reader, consumer("tail", 4990), 9000, runs))[-1] == 5000
+        assert pull_all(reader, consumer("none", 6000), 9000, runs) == []  # nothing to deliver: 404 at once
     finally:
         reader.close()
 
 
+@pytest.mark.parametrize("runs", [False, True], ids=["parser", "runs"])
 def test_a_message_larger_than_a_pulls_max_bytes_is_named_not_pulled_forever(
-    server: NatsServer, filled: jsclient.JetStream
+    server: NatsServer, filled: jsclient.JetStream, runs: bool
 ) -> None:
     filled.add_consumer("BULK", name="big", ack_policy="none")
     reader = BulkReader(Options.build([server.url]))
     try:
         with pytest.raises(jsclient.JetStreamStatusError, match="Message Size Exceeds MaxBytes") as caught:
-            pull_all(reader, "big", 5000, max_bytes=10)
+            pull_all(reader, "big", 5000, runs, max_bytes=10)
         assert caught.value.code == 409
-        assert sequences(pull_all(reader, "big", 3, batch=3)) == [1, 2, 3]  # the next read opens another link
+        assert sequences(pull_all(reader, "big", 3, runs, batch=3)) == [1, 2, 3]  # the next read opens another link
+    finally:
+        reader.close()
+
+
+def test_pulled_runs_end_where_a_payload_holds_crlf_and_the_parser_takes_the_rest(
+    server: NatsServer, js: jsclient.JetStream
+) -> None:
+    """Payloads with CRLF (which end the cutter's run), empty ones and some of 900 KB (a pull's bytes cut in
+    several pieces, a frame begun in one and ended in the next): pull_runs reads what pull reads."""
+    js.add_stream(name="BULK", subjects=["bulk.>"])
+    for i in range(3000):
+        payload = b"a\r\nb%d" % i if i % 7 == 0 else b"" if i % 11 == 0 else b"x" * (900_000 if i % 500 == 1 else 50)
+        js.publish_async(f"bulk.{i % 5}", payload)
+    js.publish_async_completed(timeout=30)
+    reader = BulkReader(Options.build([server.url]))
+    try:
+        got = {}
+        for runs in (False, True):
+            js.add_consumer("BULK", name=f"c{runs:d}", ack_policy="none")
+            got[runs] = pull_all(reader, f"c{runs:d}", 3000, runs, max_bytes=4 << 20)
+        assert len(got[True]) == 3000 and [m[1:] for m in got[True]] == [m[1:] for m in got[False]]
+        assert sequences(got[True]) == list(range(1, 3001))
     finally:
         reader.close()
 

@@ -23,11 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 import jsclient
 import jsclient.spark
+from jsclient.errors import ProtocolError
+from jsclient.protocol import MsgEvent
 from jsclient.server import NatsCluster, NatsServer
 from jsclient.spark import SparkOptions
+from tests.test_protocol_entries import DAMAGE, FRAMES, outcome, reference, wire_of
 
 pytest.importorskip("pyspark.sql", reason="install the spark extra: pip install -e '.[spark]'")
 
@@ -124,14 +128,18 @@ def kill_mid_writes(
     command: list[str], checkpoint: Path, stored: Callable[[], int], in_write: Callable[[int], bool], *, kills: int
 ) -> subprocess.CompletedProcess[str]:
     """Run the query ``command`` and SIGKILL its whole process group once ``stored()`` grew by 1,000, ``kills``
-    times, each followed by 2 s (past the target's 1 s duplicate_window); then run it to its end and return that.
+    times (``make soak``: two more), each followed by 2 s (past the target's 1 s duplicate_window); then run it
+    to its end and return that.
 
     At least one kill must land inside a micro-batch's write: the checkpoint planned a micro-batch it did not
     commit, and ``in_write(that batch)`` says the target already holds rows of it (so the restart replays rows
-    that are stored)."""
+    that are stored).  Until one has, it kills again, at most three more times."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    kills += 2 if os.environ.get("JSCLIENT_SOAK") == "1" else 0
     replayed_with_rows_stored = 0
-    for kill in range(kills):
+    for kill in range(kills + 3):
+        if kill >= kills and replayed_with_rows_stored:
+            break
         before = stored()
         child = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
@@ -159,7 +167,8 @@ def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
     server: NatsServer, js: jsclient.JetStream, tmp_path: Path
 ) -> None:
     """SIGKILL the whole query (driver JVM and Python workers) while a micro-batch is being written, wait out the
-    target's 1 s duplicate_window, restart from the checkpoint; three times; then let it finish.
+    target's 1 s duplicate_window, restart from the checkpoint; twice (four times in ``make soak``); then let it
+    finish.
 
     Each kill is checked to have landed inside a write: the checkpoint has planned a micro-batch it has not
     committed, and the target already holds commit markers (stored rows) of that very micro-batch, so the
@@ -177,7 +186,7 @@ def test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once(
     def in_write(planned: int) -> bool:
         return any(m["batch"] == planned and m["rows"] > 0 for m in markers(js, "DST"))
 
-    done = kill_mid_writes(command, checkpoint, lambda: js.stream_info("DST").state.messages, in_write, kills=3)
+    done = kill_mid_writes(command, checkpoint, lambda: js.stream_info("DST").state.messages, in_write, kills=2)
     assert "query finished" in done.stdout
     out = Counter(data_of(js, "DST", "dst.>"))
     assert sum(out.values()) == total, f"{sum(out.values()) - total} duplicates"
@@ -354,6 +363,105 @@ def test_pulled_messages_decode_alike_from_every_ack_reply_form() -> None:
     for bad in ([b"o.1 1 _INBOX.x", plain[1]], [b"o.1 1", plain[1]]):
         with pytest.raises(jsclient.Error, match=r"is not a \$JS\.ACK subject"):
             deliveries_to_batch(bad, headers, payloads, "S", 9)
+
+
+@settings(max_examples=400, deadline=None)
+@given(frames=FRAMES, damage=DAMAGE)
+def test_runs_of_deliveries_are_cut_as_the_reference_reads_them(frames: list, damage: list) -> None:
+    """Server-free: what :func:`cut_deliveries` takes from a pull's bytes is whole frames, the messages the
+    reference reading finds there, plain MSG frames with a reply; all of them when nothing is damaged, up to
+    the first with headers, without a reply, with CRLF in its payload or followed by a PING."""
+    from jsclient.spark.arrow import cut_deliveries, runs_to_batch
+
+    wire = wire_of(frames, damage)
+    taken, run = cut_deliveries(wire)
+    events, rest = reference(wire[:taken])
+    assert rest == b"" and all(type(e) is MsgEvent and e.header is None and e.reply for e in events)
+    got = [] if run is None else list(zip(run.subjects.to_pylist(), run.replies.to_pylist(),
+                                          run.payloads.to_pylist(), strict=True))
+    assert got == [(e.subject.encode(), e.reply.encode(), e.data) for e in events]
+    whole = outcome(lambda: reference(wire)[0])
+    assert whole is ProtocolError or whole[: len(events)] == events
+    if run is not None:
+        assert run.counted == sum(len(s) + len(r) + len(d) for s, r, d in got)
+        assert run.last_reply == got[-1][1]
+    if not damage:
+        plain = 0
+        for _, _, reply, header, payload, ping in frames:
+            if header is not None or reply is None or b"\r\n" in payload:
+                break
+            plain += 1
+            if ping:
+                break
+        assert len(got) == plain
+    acked = [(f"s.{i}".encode(), b"$JS.ACK.S.C.1.%d.%d.1700000000000001000.0" % (i, i), b"%d\r\n" % i)
+             for i in range(1, 4)]
+    taken, run = cut_deliveries(b"".join(b"MSG %s 1 %s %d\r\n%s\r\n" % (s, r, len(d), d) for s, r, d in acked))
+    assert taken == 0 and run is None  # a payload with CRLF, first: nothing for the run
+    acked = [(s, r, d.strip()) for s, r, d in acked]
+    taken, run = cut_deliveries(b"".join(b"MSG %s 1 %s %d\r\n%s\r\n" % (s, r, len(d), d) for s, r, d in acked))
+    assert run is not None
+    batch, in_range, seqs = runs_to_batch([run], "S", 2)
+    assert [(r["subject"], r["data"], r["seq"]) for r in batch.to_pylist()] == [("s.1", b"1", 1), ("s.2", b"2", 2)]
+    assert in_range == 2 and seqs.to_pylist() == [1, 2, 3]
+
+
+def test_atomic_chunks_and_their_frames_are_what_the_row_by_row_rules_make(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server-free: the sink's Arrow-built member frames are byte for byte those member_frame makes one at a
+    time (with and without header lines, from slices), and chunks close at CHUNK_ROWS rows or at the row whose
+    payload reaches CHUNK_BYTES, across record batches and after rows an earlier attempt stored."""
+    import random
+
+    import pyarrow as pa
+
+    from jsclient.jetstream.batch import member_frame
+    from jsclient.spark import sink
+
+    rng = random.Random(7)
+    subjects = [b"copy.%d" % rng.randrange(10 ** rng.randrange(1, 9)) for _ in range(999)]
+    payloads = [rng.randbytes(rng.choice([0, 1, 10, 100, 1000])) for _ in range(999)]
+    batch_id = b"0123456789abcdef0123456789abcdef"
+    for lines in ([b""] * 999, [rng.choice([b"", b"A: b\r\n", b"Nats-Msg-Id: x\r\nB: c\r\n"]) for _ in range(999)]):
+        rows = sink.Columns.of(subjects, payloads, lines)
+        for start, n in ((0, 999), (1, 998), (500, 7), (998, 1)):
+            want = b"".join(member_frame(s, h, batch_id, i, d) for i, (s, h, d) in enumerate(
+                zip(subjects[start:start + n], lines[start:start + n], payloads[start:start + n], strict=True), 1))
+            assert sink.member_frames(rows.slice(start, n), batch_id) == want
+
+    class Chunks(sink._AtomicTask):
+        def __init__(self, skipped: int) -> None:  # no server: only the chunking
+            self.stored = self.skipped = skipped
+            self.seen = self.pending_rows = self.pending_bytes = 0
+            self.pending = []
+            self.inflight = None
+            self.closed: list[list[bytes]] = []
+
+        def _flush(self) -> None:
+            self.closed.append(sink.Columns.concat(self.pending).payloads.to_pylist())
+            self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
+
+    monkeypatch.setattr(sink, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(sink, "CHUNK_BYTES", 100)
+    for _ in range(300):
+        sizes = rng.choice([[0], [10], [0, 30, 99], [100, 150, 1]])
+        data = [b"y" * rng.choice(sizes) for _ in range(rng.randrange(40))]
+        skipped = rng.choice([0, 0, rng.randrange(len(data) + 3)])
+        task = Chunks(skipped)
+        cuts = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, rng.randrange(5))))
+        for lo, hi in zip([0, *cuts], [*cuts, len(data)], strict=True):
+            if hi > lo:
+                task.add(sink.Columns.of([b"s"] * (hi - lo), data[lo:hi], [b""] * (hi - lo)))
+        task.finish()
+        want: list[list[bytes]] = [[]]
+        for payload in data[skipped:]:
+            want[-1].append(payload)
+            if len(want[-1]) >= 7 or sum(map(len, want[-1])) >= 100:
+                want.append([])
+        assert task.closed == [chunk for chunk in want if chunk]
+    string_data = pa.RecordBatch.from_pydict({"subject": ["a.b", "a.b"], "data": ["é", None]})
+    plan = sink.WritePlan(sink.SinkMode.MSGID, None, None, None)
+    cols = sink.StreamRows(SparkOptions.parse({"servers": "nats://127.0.0.1:1"}), plan)(string_data)
+    assert cols.lists() == ([b"a.b", b"a.b"], ["é".encode(), b""], [b"", b""])
 
 
 def test_a_task_abandoning_its_range_removes_its_consumer(server: NatsServer, js: jsclient.JetStream) -> None:

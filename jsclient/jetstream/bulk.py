@@ -16,7 +16,13 @@ parser's events.
 Two ways to ask: batched direct gets (ADR-31, :meth:`BulkReader.read`),
 which leave no trace on the server, and pulls from a consumer the caller
 made (:meth:`BulkReader.pull`), which cost the server a third as much per
-message (no delivery headers to format, no pending count per batch).  A
+message (no delivery headers to format, no pending count per batch).
+:meth:`BulkReader.pull_runs` pulls the same way for a caller that cuts the
+runs of plain MSG frames that make up most of a pull itself, in bulk (the
+Spark source, with Arrow kernels): the reader gathers what it receives into
+pieces of a megabyte or so, hands each to the caller's cutter, and cuts
+what the cutter leaves (a status, a PING, a message with headers) with its
+parser.  A
 server before 2.11 ignores a direct get's ``batch`` and sends one message
 without an end: from such a server (its INFO says so) ``read`` asks for one
 message at a time instead, a round trip each, so that it still reads every
@@ -42,7 +48,7 @@ import builtins
 import secrets
 import ssl
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import (
     ConnectionLostError,
@@ -71,6 +77,40 @@ BATCH_FILLED = Status(Kind.BATCH_COMPLETED, 409, "Batch Completed")
 GROUP_BYTES = 256 << 10
 #: Pulls in a row that may end before their first message (leader changes) before the read gives up.
 EMPTY_PULLS = 3
+#: pull_runs: bytes gathered before they are cut (unless the pull may have ended), and the seconds gathered bytes
+#: wait for more before they are cut all the same.
+CUT_BYTES = 1 << 20
+CUT_WAIT = 0.005
+
+
+class Cut(NamedTuple):
+    """Messages the reader's parser cut: ``<subject> <sid> <reply>`` lines, header blocks and payloads."""
+
+    args: list[bytes]
+    headers: list[bytes]
+    payloads: list[bytes]
+
+    @property
+    def counted(self) -> int:
+        """Bytes toward a pull's max_bytes, as the server counts them (see :class:`_Filled`)."""
+        return (sum(map(len, self.args)) + sum(map(len, self.headers)) + sum(map(len, self.payloads))
+                - 3 * len(self.args))
+
+
+class Run(Protocol):
+    """Messages a caller's cutter took whole from a pull's bytes (:meth:`BulkReader.pull_runs`)."""
+
+    @property
+    def count(self) -> int: ...
+    @property
+    def counted(self) -> int: ...  # bytes toward the pull's max_bytes, as the server counts them
+    @property
+    def last_reply(self) -> bytes: ...
+
+
+#: Cuts the run of messages at the start of some bytes (from a frame's start, only read and not kept): the bytes it
+#: takes and the run (None: none taken).
+Cutter = Callable[[bytearray], tuple[int, Run | None]]
 
 
 def _groups(subjects: list[str]) -> list[list[str]]:
@@ -218,6 +258,22 @@ class BulkReader:
         server ends that one silently, so the bytes are counted as it does.
         A pull may run past ``last``.
         """
+        for parts in self._pulls(stream, consumer, last, batch=batch, max_bytes=max_bytes, timeout=timeout):
+            for part in parts:
+                assert isinstance(part, Cut)  # no cutter: the parser cut every message
+                yield part
+
+    def pull_runs(
+        self, stream: str, consumer: str, last: int, *, batch: int, max_bytes: int, timeout: float, cut: Cutter
+    ) -> Iterator[list[Cut | Run]]:
+        """:meth:`pull`, each pull's messages as ``cut`` and the parser cut them, in order: the runs of messages
+        ``cut`` takes from the start of each piece of bytes received, and :class:`Cut` for those it leaves."""
+        yield from self._pulls(stream, consumer, last, batch=batch, max_bytes=max_bytes, timeout=timeout, cut=cut)
+
+    def _pulls(
+        self, stream: str, consumer: str, last: int, *, batch: int, max_bytes: int, timeout: float,
+        cut: Cutter | None = None,
+    ) -> Iterator[list[Cut | Run]]:
         api.check_name("stream", stream)
         api.check_name("consumer", consumer)
         ok = False
@@ -228,18 +284,27 @@ class BulkReader:
             frame = encode_pub(f"{self.prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}", body, self._inbox)
             transport.sendall(frame)
             while True:
-                args: list[bytes] = []
-                headers: list[bytes] = []
-                payloads: list[bytes] = []
-                filled = _Filled(args, headers, payloads, max_bytes)
-                status = self._take(transport, headers, payloads, timeout, until_pong=False, args=args, ends=filled)
+                parts: list[Cut | Run] = []
+                if cut is None:
+                    args: list[bytes] = []
+                    headers: list[bytes] = []
+                    payloads: list[bytes] = []
+                    filled = _Filled(args, headers, payloads, max_bytes)
+                    status = self._take(transport, headers, payloads, timeout, until_pong=False, args=args,
+                                        ends=filled)
+                    if args:
+                        parts.append(Cut(args, headers, payloads))
+                else:
+                    status = self._take_runs(transport, parts, timeout, max_bytes, cut)
                 judged = BATCH_FILLED if status is None else classify_header(status)
                 if FETCH[judged.kind] is not Verdict.END:
                     raise reply_error(judged, Request.CONSUME, consumer)
                 if judged.kind is Kind.NO_MESSAGES:
                     more = False
-                elif args:
-                    meta = parse_metadata(args[-1].rpartition(b" ")[2].decode())
+                elif parts:
+                    tail = parts[-1]
+                    reply = tail.args[-1].rpartition(b" ")[2] if isinstance(tail, Cut) else tail.last_reply
+                    meta = parse_metadata(reply.decode())
                     more = meta.num_pending > 0 and meta.sequence.stream < last
                     empty = 0
                 elif judged.kind is Kind.MAX_BYTES:  # one message larger than max_bytes: no pull would ever take it
@@ -253,8 +318,8 @@ class BulkReader:
                     transport.sendall(frame)
                 else:
                     ok = True
-                if args:
-                    yield args, headers, payloads
+                if parts:
+                    yield parts
                 if not more:
                     return
         finally:
@@ -450,6 +515,68 @@ class BulkReader:
                 if not n:
                     raise ConnectionLostError("the server closed the bulk reader's link")
                 data = self._received[:n]
+        finally:
+            transport.settimeout(None)
+
+    def _take_runs(
+        self, transport: Transport, parts: list[Cut | Run], timeout: float, max_bytes: int, cut: Cutter
+    ) -> bytes | None:
+        """:meth:`_take` for :meth:`pull_runs`: one pull's messages into ``parts``, until its status (returned) or
+        until they fill ``max_bytes`` (None).
+
+        What comes is gathered, then cut once there is CUT_BYTES of it, or
+        it ends as a status frame does (CRLF three times: the end of a header
+        block and an empty payload), or the pull has brought ``max_bytes``
+        (past which it may end without a status: its messages count no more
+        than their bytes on the wire), or nothing more came for CUT_WAIT, so
+        that no end waits for bytes that will not come; never before a frame
+        begun, whose size the parser found, is whole (a large message is cut
+        once, not at every piece of it).
+        """
+        parser = self._parser
+        assert parser is not None  # a live link has its parser
+        chunk = self._chunk
+        kept, need = parser.take_buffered()  # what came after the last status
+        gathered = bytearray(kept)
+        fresh = bool(gathered)  # gathered holds bytes no cut has looked at
+        received = used = 0
+        try:
+            while True:
+                ready = fresh and len(gathered) >= need  # a cut could take something
+                transport.settimeout(CUT_WAIT if ready else timeout)
+                try:
+                    n = transport.recv_into(chunk)
+                except builtins.TimeoutError:
+                    if not ready:
+                        raise TimeoutError(f"bulk read: no reply within {timeout} s") from None
+                    n = -1  # nothing more for now: cut what has come
+                if not n:
+                    raise ConnectionLostError("the server closed the bulk reader's link")
+                if n > 0:
+                    gathered += self._received[:n]
+                    received += n
+                    fresh = True
+                    if len(gathered) < need or (len(gathered) < CUT_BYTES and received < max_bytes
+                                                and not gathered.endswith(b"\r\n" * 3)):
+                        continue
+                raw, gathered, fresh = gathered, bytearray(), False  # raw is only read from here on
+                taken, run = cut(raw)
+                if run is not None:
+                    parts.append(run)
+                    used += run.counted
+                rest = Cut([], [], [])
+                status, events = parser.feed_replies(memoryview(raw)[taken:], rest.headers, rest.payloads, rest.args)
+                if rest.args:
+                    parts.append(rest)
+                    used += rest.counted
+                if events:
+                    self._act(transport, events, until_pong=False)
+                if status is not None:
+                    return status
+                if used >= max_bytes:
+                    return None
+                kept, need = parser.take_buffered()  # a frame begun: cut with what completes it
+                gathered += kept
         finally:
             transport.settimeout(None)
 

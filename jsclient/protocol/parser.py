@@ -149,6 +149,15 @@ class Parser:
         """Bytes received but not yet turned into events."""
         return len(self._buf) - self._pos
 
+    def take_buffered(self) -> tuple[bytes, int]:
+        """Take out what :meth:`feed_replies` kept (a frame begun, or what followed a status), with the size the
+        frame begun needs to be whole (0: not known yet): for a caller that cuts runs of frames itself, then
+        feeds the parser the rest from a frame's start."""
+        kept, need = bytes(memoryview(self._buf)[self._pos :]), self._need
+        del self._buf[:]
+        self._pos = self._need = 0
+        return kept, need
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
         buf = self._buf
         if self._pos:

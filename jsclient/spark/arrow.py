@@ -6,7 +6,13 @@ pyarrow is imported lazily by the callers' modules, never by ``jsclient``.
 Reading from a consumer: each message's ``<subject> <sid> <ack reply>``
 line is split at spaces and its ack reply at dots, in C++; the stream
 sequence and the time stamp (nanoseconds) sit at fixed places among the
-reply's tokens, and the header block is the message's own.
+reply's tokens, and the header block is the message's own.  Most of a
+pull's bytes are runs of plain MSG frames, which :func:`cut_deliveries`
+cuts in C++ too (for :meth:`jsclient.jetstream.bulk.BulkReader.pull_runs`):
+the bytes split once at CRLF, lines and payloads taking turns, and a frame
+taken only where its line has the one form the server writes and its
+payload the size the line says, so that a payload holding CRLF, or any
+other frame, ends the run and goes to the reader's own parser.
 
 Reading by direct get: a batched direct-get reply's header block is the message's own
 headers followed by eight lines the server appends (``Nats-Stream``,
@@ -28,13 +34,16 @@ Values are kept byte for byte.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..headers import Headers, parse
+from ..jetstream.bulk import Cut, Run
 from ..jetstream.direct import StoredMessage
 from ..jetstream.kv import MARKER_REASON_HEADER as MARKER_REASON
 from ..jetstream.metadata import parse_metadata
+from ..protocol.parser import MAX_CONTROL_LINE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -160,6 +169,171 @@ def deliveries_to_batch(
     )
 
 
+class PulledRun:
+    """A run of plain MSG deliveries as :func:`cut_deliveries` found them: subjects, ack replies and payloads,
+    binary arrays (a :class:`jsclient.jetstream.bulk.Run`)."""
+
+    __slots__ = ("payloads", "replies", "subjects")
+
+    def __init__(self, subjects: pa.Array, replies: pa.Array, payloads: pa.Array) -> None:
+        self.subjects = subjects
+        self.replies = replies
+        self.payloads = payloads
+
+    @property
+    def count(self) -> int:
+        return len(self.payloads)
+
+    @property
+    def counted(self) -> int:
+        """Bytes toward a pull's max_bytes, as the server counts them: subject, reply and payload."""
+        import pyarrow.compute as pc
+
+        return sum(pc.sum(pc.binary_length(a)).as_py() or 0 for a in (self.subjects, self.replies, self.payloads))
+
+    @property
+    def last_reply(self) -> bytes:
+        last: bytes = self.replies[-1].as_py()
+        return last
+
+
+_strides: dict[tuple[int, int], pa.Array] = {}  # (step, start) -> start, start + step, ...: indexes into a flat list
+
+
+def _every(step: int, start: int, n: int) -> pa.Array:
+    """Indexes start, start + step, ... (n of them), from a per-process cache that grows as needed."""
+    import pyarrow as pa
+
+    have = _strides.get((step, start))
+    if have is None or len(have) < n:
+        have = _strides[step, start] = pa.array(range(start, start + step * max(n, 2 * len(have or ())), step),
+                                                pa.int64())
+    return have.slice(0, n)
+
+
+def cut_deliveries(raw: bytes | bytearray) -> tuple[int, PulledRun | None]:
+    """The run of plain MSG frames at the start of ``raw`` (a frame's start): how many bytes it takes, and the
+    run (None: the first frame is of another kind, or not whole yet).  ``raw`` is only read, and not kept.
+
+    A frame is taken when its line is ``MSG <subject> <sid> <reply> <size>``,
+    single spaces apart, in printable ASCII, no longer than the parser
+    allows, and the ``size`` bytes after the line end where a CRLF starts:
+    what :func:`~jsclient.protocol.parse_msg_line` reads from such a line,
+    read in bulk.  The run ends at the first frame that is not so (a status,
+    a PING, headers, a payload holding CRLF, what has not all come).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(struct.pack("<ii", 0, len(raw))),
+                                                   pa.py_buffer(raw)])
+    pieces = pc.split_pattern(whole, "\r\n").values  # lines and payloads taking turns, then what follows
+    n = (len(pieces) - 1) // 2  # frames followed by their CRLF
+    if not n:
+        return 0, None
+    lines, payloads = pieces.take(_every(2, 0, n)), pieces.take(_every(2, 1, n))
+    words = pc.split_pattern(lines, " ")
+    shaped = pc.index(pc.and_(pc.starts_with(lines, "MSG "), pc.equal(pc.list_value_length(words), 5)), False)
+    if shaped.as_py() >= 0:
+        n = shaped.as_py()
+        lines, payloads = lines.slice(0, n), payloads.slice(0, n)
+    if not n:
+        return 0, None
+    flat = words.values  # five words a line, for the first n
+    subjects, sids, replies, sizes = (flat.take(_every(5, i, n)) for i in (1, 2, 3, 4))
+    ok = pc.and_(
+        pc.and_(pc.ascii_is_printable(lines.view(pa.string())), pc.less_equal(pc.binary_length(lines),
+                                                                               MAX_CONTROL_LINE)),
+        pc.and_(pc.and_(pc.utf8_is_digit(sids.view(pa.string())), pc.utf8_is_digit(sizes.view(pa.string()))),
+                pc.and_(pc.greater(pc.binary_length(subjects), 0), pc.greater(pc.binary_length(replies), 0))),
+    )
+    ok = pc.and_(ok, pc.less_equal(pc.binary_length(sizes), 9))  # a size past that is no frame read in bulk
+    bad = pc.index(ok, False).as_py()
+    if bad >= 0:
+        n = bad
+        lines, payloads, subjects, replies, sizes = (a.slice(0, n) for a in (lines, payloads, subjects, replies, sizes))
+    if n:
+        wrong = pc.index(pc.equal(pc.cast(sizes.view(pa.string()), pa.int64()), pc.binary_length(payloads)), False)
+        if wrong.as_py() >= 0:
+            n = wrong.as_py()
+            lines, payloads, subjects, replies = (a.slice(0, n) for a in (lines, payloads, subjects, replies))
+    if not n:
+        return 0, None
+    used = pc.sum(pc.binary_length(lines)).as_py() + pc.sum(pc.binary_length(payloads)).as_py() + 4 * n
+    return used, PulledRun(subjects, replies, payloads)
+
+
+def _ack_fields(replies: pa.Array) -> tuple[pa.Array, pa.Array] | None:
+    """Stream sequences and time stamps (nanoseconds) from ack replies, or None where they are not all of one
+    form in :data:`_ACK_TOKENS`.  Replies that share the first's tokens up to the sequence (one consumer's,
+    delivered once) are cut there and only the rest split."""
+    import pyarrow.compute as pc
+
+    tokens = replies[0].as_py().split(b".")
+    places = _ACK_TOKENS.get(len(tokens))
+    if places is not None:
+        head = b".".join(tokens[: places[0]]) + b"."
+        if pc.all(pc.starts_with(replies, head.decode("ascii", "replace"))).as_py():
+            rest = pc.split_pattern(pc.binary_slice(replies, len(head), 1 << 30), ".")
+            counts = pc.min_max(pc.list_value_length(rest)).as_py()
+            if counts["min"] == counts["max"] == len(tokens) - places[0]:
+                width, flat = counts["min"], rest.values
+                n = len(replies)
+                return flat.take(_every(width, 0, n)), flat.take(_every(width, places[1] - places[0], n))
+    split = pc.split_pattern(replies, ".")
+    counts = pc.min_max(pc.list_value_length(split)).as_py()
+    places = _ACK_TOKENS.get(counts["min"]) if counts["min"] == counts["max"] else None
+    if places is None:
+        return None
+    return pc.list_element(split, places[0]), pc.list_element(split, places[1])
+
+
+def runs_to_batch(
+    runs: Sequence[PulledRun], stream: str, last: int, subject_regex: str | None = None
+) -> tuple[pa.RecordBatch, int, pa.Array]:
+    """:func:`deliveries_to_batch` for runs :func:`cut_deliveries` cut, in order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    subjects = pa.concat_arrays([r.subjects for r in runs])
+    replies = pa.concat_arrays([r.replies for r in runs])
+    payloads = pa.concat_arrays([r.payloads for r in runs])
+    fields = _ack_fields(replies)
+    if fields is None:
+        args = [b"%s 1 %s" % pair for pair in zip(subjects.to_pylist(), replies.to_pylist(), strict=True)]
+        return _deliveries_to_batch_slowly(args, [b""] * len(args), payloads.to_pylist(), stream, last, subject_regex)
+    seq = pc.cast(fields[0].view(pa.string()), pa.int64())
+    nanos = pc.cast(fields[1].view(pa.string()), pa.int64())
+    stamp = pc.cast(nanos.cast(pa.timestamp("ns", "UTC")), pa.timestamp("us", "UTC"), safe=False)
+    map_type = pa.map_(pa.string(), pa.list_(pa.string()))
+    return _filtered(
+        [subjects.view(pa.string()), payloads, pa.nulls(len(payloads), map_type),
+         pa.repeat(pa.scalar(stream, pa.string()), len(payloads)), seq, stamp],
+        last, subject_regex,
+    )
+
+
+def parts_to_batches(
+    parts: Sequence[Cut | Run], stream: str, last: int, subject_regex: str | None = None
+) -> list[tuple[pa.RecordBatch, int, pa.Array]]:
+    """One pull's messages (:meth:`~jsclient.jetstream.bulk.BulkReader.pull_runs` with :func:`cut_deliveries`)
+    as record batches, in order: each stretch of runs one batch, each part the reader's parser cut another."""
+    out = []
+    runs: list[PulledRun] = []
+    for part in parts:
+        if not isinstance(part, Cut):
+            assert isinstance(part, PulledRun)  # the cutter's
+            runs.append(part)
+            continue
+        if runs:
+            out.append(runs_to_batch(runs, stream, last, subject_regex))
+            runs = []
+        out.append(deliveries_to_batch(part.args, part.headers, part.payloads, stream, last, subject_regex))
+    if runs:
+        out.append(runs_to_batch(runs, stream, last, subject_regex))
+    return out
+
+
 def _deliveries_to_batch_slowly(
     args: Sequence[bytes], headers: Sequence[bytes], payloads: Sequence[bytes], stream: str, last: int,
     subject_regex: str | None,
@@ -254,6 +428,6 @@ def stored_to_batch(rows: Sequence[StoredMessage]) -> pa.RecordBatch:
 
 __all__ = [
     "MARKER_REASON", "SCHEMA",
-    "arrow_schema", "deliveries_to_batch", "header_map", "replies_to_batch", "stored_to_batch",
-    "subject_filter_regex",
+    "PulledRun", "arrow_schema", "cut_deliveries", "deliveries_to_batch", "header_map", "parts_to_batches",
+    "replies_to_batch", "runs_to_batch", "stored_to_batch", "subject_filter_regex",
 ]

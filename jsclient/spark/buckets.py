@@ -342,7 +342,7 @@ class BucketRows:
             subjects.append((self.prefix + key).encode())
             payloads.append(b"" if found else value)
             lines.append(found)
-        return sink.Columns(subjects, payloads, lines)
+        return sink.Columns.of(subjects, payloads, lines)
 
 
 def writing(opts: SparkOptions, schema: Any) -> tuple[SparkOptions, sink.WritePlan, BucketRows]:

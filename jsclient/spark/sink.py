@@ -32,19 +32,22 @@ Two modes, chosen on the driver when the query or write starts
 
 Runs in executor Python workers (``write_*``) on the task's thread, over the
 process-wide connection of :mod:`jsclient.spark.connections`.  Each record
-batch's columns are taken as lists once and every frame is formatted
-straight from them (no Row, Headers or future per row: Arrow kernels
-building the frames measured no faster); acks are counted per chunk or per
-inbox.  Nothing here is shared between threads.
+batch's columns stay Arrow arrays (a subject is checked once per distinct
+value); an atomic batch's frames are joined from them by Arrow kernels, a
+chunk at a time, with no Python object per row, and the message-id mode
+formats each frame from the columns taken as lists once (no Row, Headers or
+future per row: its acks, one per row, cost more than its frames).  Acks are
+counted per chunk or per inbox.  Nothing here is shared between threads.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -61,8 +64,8 @@ from ..errors import (
     TimeoutError,
     WrongLastSequenceError,
 )
-from ..headers import Headers, encode_line, msg_id_block
-from ..jetstream.batch import Member, batch_ack, check_batch_id, member_frame, send_commit, send_members
+from ..headers import BATCH_MEMBER_BLOCK, Headers, encode_line, msg_id_block
+from ..jetstream.batch import Member, batch_ack, check_batch_id, send_commit, send_members
 from ..jetstream.channel import TIMEOUT, Channel
 from ..jetstream.manager import ACKS, MessageManager
 from ..jetstream.status import Request
@@ -86,6 +89,8 @@ CHUNK_ROWS = 999
 #: Bytes of payload per atomic batch before it is committed early (the server stages a batch whole).
 CHUNK_BYTES = 4 << 20
 EXPECTED_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+#: A batch member's header block around its own lines, batch id and sequence, as jsclient.headers spells it.
+_BLOCK_HEAD, _ID_HEAD, _SEQ_HEAD, _BLOCK_TAIL = BATCH_MEMBER_BLOCK.replace(b"%d", b"%s").split(b"%s")
 
 
 class SinkMode(enum.Enum):
@@ -187,11 +192,46 @@ class PublishedCommit(WriterCommitMessage):
 
 @dataclass
 class Columns:
-    """One record batch's columns as Python lists, with the encoded pieces every frame needs."""
+    """One record batch's rows as the pieces every frame needs: binary Arrow arrays without nulls."""
 
-    subjects: list[bytes]
-    payloads: list[bytes]
-    header_lines: list[bytes]
+    subjects: pa.Array
+    payloads: pa.Array
+    header_lines: pa.Array | None  # each row's ``Name: value`` lines; None: no row has any
+
+    @classmethod
+    def of(cls, subjects: list[bytes], payloads: list[bytes], header_lines: list[bytes]) -> Columns:
+        """Columns from lists (a row shape that reads its rows one by one)."""
+        import pyarrow as pa
+
+        lines = pa.array(header_lines, pa.binary()) if any(header_lines) else None
+        return cls(pa.array(subjects, pa.binary()), pa.array(payloads, pa.binary()), lines)
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def slice(self, start: int, length: int | None = None) -> Columns:
+        lines = self.header_lines
+        return Columns(self.subjects.slice(start, length), self.payloads.slice(start, length),
+                       None if lines is None else lines.slice(start, length))
+
+    @staticmethod
+    def concat(parts: Sequence[Columns]) -> Columns:
+        """The rows of ``parts``, in order, as one set of arrays."""
+        import pyarrow as pa
+
+        if len(parts) == 1:
+            return parts[0]
+        lines = None
+        if any(p.header_lines is not None for p in parts):
+            lines = pa.concat_arrays([p.header_lines if p.header_lines is not None else
+                                      pa.array([b""] * len(p), pa.binary()) for p in parts])
+        return Columns(pa.concat_arrays([p.subjects for p in parts]),
+                       pa.concat_arrays([p.payloads for p in parts]), lines)
+
+    def lists(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        """Subjects, payloads and header lines as lists of bytes (a frame formatted per row)."""
+        lines = self.header_lines.to_pylist() if self.header_lines is not None else [b""] * len(self)
+        return self.subjects.to_pylist(), self.payloads.to_pylist(), lines
 
 
 class RowShape(Protocol):
@@ -213,16 +253,18 @@ class StreamRows:
 
 
 def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan: WritePlan) -> Columns:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     names = batch.schema.names
     n = batch.num_rows
     if "subject" in names:
-        raw_subjects = batch.column("subject").to_pylist()
+        subject = batch.column("subject")
     elif opts.subject:
-        raw_subjects = [opts.subject] * n
+        subject = pa.repeat(pa.scalar(opts.subject, pa.string()), n)
     else:
         raise InvalidArgumentError("writing to jetstream needs a subject column or the option subject")
-    subjects = []
-    for s in raw_subjects:
+    for s in pc.unique(subject).to_pylist():  # each distinct subject once
         if s not in checked:
             if not isinstance(s, str):
                 raise InvalidArgumentError(f"jetstream sink: a row's subject is {s!r}, not a subject")
@@ -230,13 +272,11 @@ def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan:
             if plan.mode is SinkMode.ATOMIC:
                 _check_in_target(plan, s)
             checked.add(s)
-        subjects.append(s.encode())
     if "data" not in names:
         raise InvalidArgumentError("writing to jetstream needs a data column (binary or string)")
-    payloads = [d if type(d) is bytes else _payload(d) for d in batch.column("data").to_pylist()]
-    lines: list[bytes] = [b""] * n
     headers = batch.column("headers").to_pylist() if "headers" in names else None
     ids = batch.column("msg_id").to_pylist() if "msg_id" in names else None
+    lines = [b""] * n if headers is not None or ids is not None else []
     if headers is not None:
         for i, entries in enumerate(headers):
             if entries:
@@ -245,7 +285,27 @@ def _columns(batch: pa.RecordBatch, opts: SparkOptions, checked: set[str], plan:
         for i, msg_id in enumerate(ids):
             if msg_id:
                 lines[i] += encode_line(MSG_ID, str(msg_id))
-    return Columns(subjects, payloads, lines)
+    return Columns(subject.cast(pa.binary()), _payloads(batch.column("data")),
+                   pa.array(lines, pa.binary()) if any(lines) else None)
+
+
+def _payloads(data: pa.Array) -> pa.Array:
+    """The data column as binary, a null as empty: binary or string, as is (a string as its UTF-8)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = data.type
+    if pa.types.is_binary(kind):
+        out = data
+    elif (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
+          or pa.types.is_fixed_size_binary(kind) or pa.types.is_binary_view(kind) or pa.types.is_string_view(kind)):
+        out = data.cast(pa.binary())
+    else:
+        first = next((v for v in data.to_pylist() if v is not None), None)
+        if first is not None:
+            raise InvalidArgumentError(f"jetstream sink: data must be binary or string, not {type(first).__name__}")
+        return pa.array([b""] * len(data), pa.binary())
+    return pc.fill_null(out, b"") if out.null_count else out
 
 
 def _check_in_target(plan: WritePlan, subject: str) -> None:
@@ -308,8 +368,8 @@ def read_marker(js: JetStream, stream: str, subject: str) -> _Marker:
 class _Chunk:
     """Rows of one atomic batch, kept until the batch's ack is in (a failed batch is sent again)."""
 
-    rows: list[tuple[bytes, bytes, bytes]]  # (subject, header lines, payload)
-    size: int
+    rows: Columns
+    size: int  # payload bytes
     rows_after: int  # the task's rows stored once this chunk is
     commit: Future[Msg] | None = None
 
@@ -345,34 +405,56 @@ class _AtomicTask:
         self.skipped = self.stored
         self.seen = 0  # rows of this task looked at so far
         self.published = 0
-        self.pending: list[tuple[bytes, bytes, bytes]] = []  # rows of the open chunk
+        self.pending: list[Columns] = []  # rows of the open chunk, in pieces
+        self.pending_rows = 0
         self.pending_bytes = 0
         self.inflight: _Chunk | None = None  # sent, ack not yet in
 
     def add(self, cols: Columns) -> None:
-        """Take the rows of one record batch past those already stored; send each full chunk."""
-        n = len(cols.payloads)
+        """Take the rows of one record batch past those already stored; send each full chunk.
+
+        A chunk closes at its CHUNK_ROWS-th row, or at the row that brings
+        its payloads to CHUNK_BYTES, whichever comes first.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = len(cols)
         start = min(n, max(0, self.skipped - self.seen))  # the first rows an earlier attempt stored
         self.seen += n
-        subjects, lines, payloads = cols.subjects, cols.header_lines, cols.payloads
-        for k in range(start, n):
-            payload = payloads[k]
-            self.pending.append((subjects[k], lines[k], payload))  # not cached: _flush starts a new list
-            self.pending_bytes += len(payload)
-            if len(self.pending) >= CHUNK_ROWS or self.pending_bytes >= CHUNK_BYTES:
+        if start == n:
+            return
+        rows = cols.slice(start)
+        ends = pc.cumulative_sum(pc.binary_length(rows.payloads).cast(pa.int64()))  # payload bytes up to each row
+        i, m = 0, len(rows)
+        while i < m:
+            before = ends[i - 1].as_py() if i else 0
+            end = min(m, i + CHUNK_ROWS - self.pending_rows)
+            size = ends[end - 1].as_py() - before
+            full = end - i == CHUNK_ROWS - self.pending_rows
+            if self.pending_bytes + size >= CHUNK_BYTES:  # the chunk closes at the row that reaches the limit
+                reach = CHUNK_BYTES - self.pending_bytes + before
+                end = i + 1 + bisect.bisect_left(ends.slice(i, end - i).to_pylist(), reach)
+                size = ends[end - 1].as_py() - before
+                full = True
+            self.pending.append(rows.slice(i, end - i))
+            self.pending_rows += end - i
+            self.pending_bytes += size
+            if full:
                 self._flush()
+            i = end
 
     def finish(self) -> None:
-        if self.pending:
+        if self.pending_rows:
             self._flush()
         if self.inflight is not None:
             chunk, self.inflight = self.inflight, None
             self._settle(chunk)
 
     def _flush(self) -> None:
-        rows_after = (self.inflight.rows_after if self.inflight else self.stored) + len(self.pending)
-        chunk = _Chunk(self.pending, self.pending_bytes, rows_after)
-        self.pending, self.pending_bytes = [], 0
+        rows_after = (self.inflight.rows_after if self.inflight else self.stored) + self.pending_rows
+        chunk = _Chunk(Columns.concat(self.pending), self.pending_bytes, rows_after)
+        self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
         bid = self._members(chunk)
         if self.inflight is not None:
             previous, self.inflight = self.inflight, None
@@ -383,8 +465,7 @@ class _AtomicTask:
 
     def _members(self, chunk: _Chunk) -> str:
         bid = uuid.uuid4().hex
-        bid_b = check_batch_id(bid)
-        frames = b"".join([member_frame(s, h, bid_b, seq, p) for seq, (s, h, p) in enumerate(chunk.rows, 1)])
+        frames = member_frames(chunk.rows, check_batch_id(bid))
         send_members(self.js, frames, count=len(chunk.rows), payload_bytes=chunk.size)
         return bid
 
@@ -429,6 +510,58 @@ class _AtomicTask:
         self.published += len(chunk.rows)
 
 
+class _Shared:
+    """The pieces of member frames 1..CHUNK_ROWS that depend on the member's place alone, made once per process
+    and batch id length: header block sizes without the member's own lines (``sizes``, and as `` <size> ``
+    text, ``size_texts``), and each block's end from its sequence on (``tails``)."""
+
+    def __init__(self, id_len: int) -> None:
+        import pyarrow as pa
+
+        seqs = [b"%d" % i for i in range(1, CHUNK_ROWS + 1)]
+        fixed = len(_BLOCK_HEAD) + len(_ID_HEAD) + id_len + len(_SEQ_HEAD) + len(_BLOCK_TAIL)
+        self.sizes = pa.array([fixed + len(seq) for seq in seqs], pa.int64())
+        self.size_texts = pa.array([b" %d " % (fixed + len(seq)) for seq in seqs], pa.binary())
+        self.tails = pa.array([_SEQ_HEAD + seq + _BLOCK_TAIL for seq in seqs], pa.binary())
+
+
+_shared: dict[int, _Shared] = {}
+
+
+def member_frames(rows: Columns, batch_id: bytes) -> bytes:
+    """The HPUB frames of batch members 1..len(rows) (at most CHUNK_ROWS) of batch ``batch_id``, back to back,
+    as :func:`jsclient.jetstream.batch.member_frame` makes each (subjects and lines already checked), joined by
+    Arrow kernels: a handful of calls for the whole chunk, what depends on a member's place made once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(rows)
+    shared = _shared.get(len(batch_id)) or _shared.setdefault(len(batch_id), _Shared(len(batch_id)))
+    sizes, tails = shared.sizes.slice(0, n), shared.tails.slice(0, n)
+
+    def text(numbers: pa.Array) -> pa.Array:
+        return pc.cast(numbers, pa.string()).cast(pa.binary())
+
+    def const(value: bytes) -> pa.Scalar:
+        return pa.scalar(value, pa.binary())
+
+    lines = rows.header_lines
+    if lines is None:  # the block's size depends on the member's place alone
+        total = pc.add(sizes, pc.binary_length(rows.payloads))
+        parts = [shared.size_texts.slice(0, n), text(total), const(b"\r\n" + _BLOCK_HEAD + _ID_HEAD + batch_id)]
+    else:
+        block = pc.add(sizes, pc.binary_length(lines))
+        total = pc.add(block, pc.binary_length(rows.payloads))
+        parts = [const(b" "), text(block), const(b" "), text(total), const(b"\r\n" + _BLOCK_HEAD), lines,
+                 const(_ID_HEAD + batch_id)]
+    frames = pc.binary_join_element_wise(const(b"HPUB "), rows.subjects, *parts, tails, rows.payloads,
+                                         const(b"\r\n"), const(b""))
+    offsets = memoryview(frames.buffers()[1]).cast("i")  # int32, as a binary array keeps them
+    first, last = offsets[frames.offset], offsets[frames.offset + n]
+    out: bytes = frames.buffers()[2][first:last].to_pybytes()
+    return out
+
+
 # -- msgid mode ----------------------------------------------------------------------
 
 
@@ -453,7 +586,7 @@ class _MsgIdTask:
         self.duplicates = 0
 
     def add(self, cols: Columns) -> None:
-        subjects, payloads, lines = cols.subjects, cols.payloads, cols.header_lines
+        subjects, payloads, lines = cols.lists()
         inbox = self.inbox.encode()
         n = len(payloads)
         i = 0

@@ -24,7 +24,8 @@ count as interest, or take the work), so they need allow_direct: without it
 such a read is refused when it is planned (:func:`check_readable`), before
 any task runs; from a server before 2.11, which has no batched direct get,
 one message per request.  Either way the
-replies are decoded to Arrow in bulk (:mod:`.arrow`); writes go through
+replies are decoded to Arrow in bulk (:mod:`.arrow`; a pull's runs of
+plain messages are cut from its bytes there too); writes go through
 :mod:`.sink`.
 
 The server applies the read's subject filters: several at once where they
@@ -81,7 +82,7 @@ from ..jetstream import features
 from ..jetstream.api import ConsumerConfig, Duration
 from ..jetstream.direct import count_matching, no_direct
 from . import sink
-from .arrow import deliveries_to_batch, replies_to_batch, subject_filter_regex
+from .arrow import cut_deliveries, parts_to_batches, replies_to_batch, subject_filter_regex
 from .connections import bulk_reader, connection
 from .options import SparkOptions, option_time
 from .pushdown import covering, disjoint, distinct, push_stream_filters
@@ -252,10 +253,11 @@ def _pulled(
     js.add_consumer(stream, config, **filtered)
     try:
         with bulk_reader(opts) as reader:
-            for args, headers, payloads in reader.pull(
-                stream, name, part.last, batch=_batch(opts, part), max_bytes=BULK_BYTES, timeout=js.timeout
+            for parts in reader.pull_runs(
+                stream, name, part.last, batch=_batch(opts, part), max_bytes=BULK_BYTES, timeout=js.timeout,
+                cut=cut_deliveries,
             ):
-                yield deliveries_to_batch(args, headers, payloads, stream, part.last, regex)
+                yield from parts_to_batches(parts, stream, part.last, regex)
     finally:
         with contextlib.suppress(Error):
             js.delete_consumer(stream, name)
