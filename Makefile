@@ -44,11 +44,14 @@ lint: $(STAMP)
 	$(PY) -m ruff check jsclient tests benchmarks examples
 	$(PY) -m mypy
 
-## make soak: the fault suite run long and hard (leader kills, restarts, churn, a 10-minute soak), then the
-## nemesis's long schedule (tests/nemesis: 120 fault steps, about ten minutes, a fresh seed printed for replay;
-## NEMESIS_SEED and NEMESIS_STEPS override).
+## make soak: the fault suite run long and hard (leader kills, restarts, churn, a 10-minute soak), the Spark
+## sinks' SIGKILL tests with more kills, then the nemesis's long schedule (tests/nemesis: 120 fault steps, about
+## ten minutes, a fresh seed printed for replay; NEMESIS_SEED and NEMESIS_STEPS override).
 soak: $(STAMP)
 	JSCLIENT_SOAK=1 $(PY) -m pytest tests/test_faults.py tests/test_resilience.py -o timeout=1800
+	JSCLIENT_SOAK=1 $(PY) -m pytest -o timeout=1800 \
+		tests/test_spark_sink.py::test_streaming_copy_killed_mid_write_and_restarted_is_exactly_once \
+		tests/test_spark_buckets.py::test_a_streaming_write_into_a_bucket_killed_and_restarted_is_exactly_once
 	NEMESIS_SOAK=1 $(PY) -m pytest tests/nemesis -o timeout=3600
 
 ## make demo: the main job on an embedded nats-server.

@@ -5,18 +5,19 @@ Usage: python -m benchmarks [--repeat N] [--scale F] [--rows a,b] [--json FILE] 
 One nats-server, one shared responder process, one feeder process per
 subscribe measurement; every (row, client) pair runs in a fresh process so no
 client inherits another's threads or event loop.  On a machine with two or
-more cores the server, feeder, churner and responder are pinned to core 0 and the
+more cores the server, feeder, churner, responder and delay proxy are pinned to core 0 and the
 measured client to core 1, the same for every client, so the infrastructure
 does not steal the client's core at random (unpinned runs here varied by 2x).  Each pair runs ``--repeat``
 times, the clients of a row taking turns (jsclient and raw side by side, see :func:`round_order`), and the
 median is reported: the rate, and beside it the client process's CPU per operation over the timed part
 (user + sys of all its threads), with the ratio to nats-py, the share of raw and the target.
 
-Three tables: client speed (every client doing the same work), feature against feature (rows where the
-clients do different things, labelled so: not a measure of client speed), and threads (calls from 1, 8
-and 64 threads of one process, with latency).  A run that gives no figure is an error: it is shown in its
-cell and listed, and the run exits with status 1.  These are measurements, not tests: nothing here
-asserts a time.
+Four tables: client speed (every client doing the same work), feature against feature (rows where the
+clients do different things, labelled so: not a measure of client speed), threads (calls from 1, 8 and 64
+threads of one process, with latency), and at a distance (the server behind a proxy that holds every chunk
+0.25 ms or 1 ms each way, benchmarks.delay_proxy; jsclient also with spin_wait=0).  A run that gives no
+figure is an error: it is shown in its cell and listed, and the run exits with status 1.  These are
+measurements, not tests: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from typing import Any
 
 from benchmarks import common, report
 from benchmarks.common import ROOT, Figure
-from benchmarks.report import FEATURES, MAIN, SHARE, THREADS
+from benchmarks.delay_proxy import delay_proxy
+from benchmarks.report import DISTANCE, FEATURES, MAIN, SHARE, SPIN0, THREADS
 from jsclient.server import NatsServer
 
 
@@ -58,6 +60,10 @@ class Row:
     #: alone; on one machine whose cores both may work, it is the bulk load a user runs.
     pinned: bool = True
     table: str = MAIN
+    #: Seconds each way through the delay proxy (benchmarks.delay_proxy); None: straight to the server.
+    distance: float | None = None
+    #: What one round trip brings at most (requests in flight, a fetch's batch): the latency bound's numerator.
+    in_flight: int | None = None
 
 
 #: Every client, in the tables' order.  nats-py-sync is the blocking wrapper a sync user finds on PyPI;
@@ -124,7 +130,40 @@ THREAD_ROWS = [
         THREAD_PEERS if what == "request" else THREAD_PEERS[:3], None, "benchmarks.threads", table=THREADS)
     for what, title in (("request", "request/reply"), ("kv_get", "kv.get")) for threads in (1, 8, 64)
 ]
-EVERY_ROW = ROWS + JS_ROWS + THREAD_ROWS
+#: The server at a distance: every client through the same delay proxy, jsclient also with spin_wait=0.
+#: nats-py-sync's API reaches request/reply, js.publish (as its request) and kv.get.
+FAR = ("jsclient", SPIN0, "nats-py")
+FAR_SYNC = (*FAR, "nats-py-sync")
+#: (key, title, seconds each way): the distances measured.
+PLACES = (("250us", "0.25 ms each way", 0.00025), ("1ms", "1 ms each way", 0.001))
+#: (work, its title, operations at each of PLACES (fewer where the distance bounds the rate, so that every
+#: run takes about as long), clients, what one round trip brings at most: None, not bound that way).  The 1 ms
+#: request row runs longer: its comparison with spin_wait=0 must not rest on a connection's first waits, whose
+#: polls back off only as they miss.
+DISTANCE_WORK = (
+    ("request", "request/reply, 1 in flight", (1_200, 1_500), (*FAR_SYNC, "raw"), 1),
+    ("request_concurrent", "request/reply, 16 in flight", (10_000, 4_000), FAR, 16),
+    ("js_publish", "js.publish (await each ack)", (1_200, 400), FAR_SYNC, 1),
+    ("js_publish_async", "js.publish_async (window of 4,000)", (20_000, 20_000), FAR, 4_000),
+    ("fetch_ack_10", "pull fetch(10) + ack", (5_000, 2_000), FAR, 10),
+    ("fetch_ack_500", "pull fetch(500) + ack", (20_000, 20_000), FAR, 500),
+    ("kv_get", "kv.get", (1_200, 400), FAR_SYNC, 1),
+    ("ordered", "ordered consumer replay", (50_000, 50_000), FAR, None),
+)
+DISTANCE_MODULE = "benchmarks.distance"
+DISTANCE_ROWS = [
+    # What the proxy itself costs: the same request loop straight to the server and through the proxy at no delay.
+    Row("distance_request_direct", "request/reply, 1 in flight, straight to the server", 3_000, ("jsclient", "raw"),
+        None, DISTANCE_MODULE, table=DISTANCE),
+    Row("distance_request_0ms", "request/reply, 1 in flight, through the proxy at 0 ms", 3_000, ("jsclient", "raw"),
+        None, DISTANCE_MODULE, table=DISTANCE, distance=0.0),
+] + [
+    Row(f"distance_{work}_{key}", f"{title}, {where}", count, clients, None, DISTANCE_MODULE, table=DISTANCE,
+        distance=delay, in_flight=bound_by)
+    for work, title, counts, clients, bound_by in DISTANCE_WORK
+    for (key, where, delay), count in zip(PLACES, counts, strict=True)
+]
+EVERY_ROW = ROWS + JS_ROWS + THREAD_ROWS + DISTANCE_ROWS
 #: nats-py's single direct gets take ~0.3 ms each: it gets fewer, its rate is per message all the same.
 SHORTER_FOR_PEER = {"direct_batch": 5_000}
 #: The watchdog's population with --smoke.
@@ -210,9 +249,10 @@ def count_for(client: str, row: Row, scale: float, smoke: bool) -> int:
 
 
 def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: str = "",
-            smoke: bool = False) -> Figure | str:
-    """One run of (row, client) in a fresh process: its figure, or why it gave none."""
-    url = server.ws_url if row.websocket else server.url
+            smoke: bool = False, via: str = "") -> Figure | str:
+    """One run of (row, client) in a fresh process, connecting to ``via`` if given (a delay proxy), else to the
+    server: its figure, or why it gave none."""
+    url = via or (server.ws_url if row.websocket else server.url)
     args = ["jsclient" if client == OLD else client, row.key, url, str(count_for(client, row, scale, smoke))]
     start = ["-c", OLD_LAUNCHER, old_tree, row.module] if client == OLD else ["-m", row.module]
     env = {**os.environ, "BENCH_TCP_URL": server.url}  # for the feeder of a WebSocket row
@@ -240,31 +280,38 @@ def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: s
 
 
 def round_order(clients: tuple[str, ...], round_no: int) -> list[str]:
-    """The clients of one round: jsclient and raw first and side by side, which goes first taking turns.
+    """The clients of one round: jsclient-spin0, jsclient and raw (those of them the row has) first and side by
+    side, jsclient in the middle, their order reversed every other round.
 
-    "% raw" divides the two rates of a round, so the two should run as close
-    in time as they can: with nats-py's run between them (a second or more,
-    and a process start) a slow spell of the machine could fall on one and
-    not the other.  Taking turns at going first cancels any cost or gain of
+    "% raw" divides the two rates of a round (and the distance rows divide
+    jsclient's figures by spin_wait=0's), so the two should run as close in
+    time as they can: with nats-py's run between them (a second or more, and
+    a process start) a slow spell of the machine could fall on one and not
+    the other.  Taking turns at going first cancels any cost or gain of
     following another client's run.
     """
-    pair = [c for c in ("jsclient", "raw") if c in clients]
+    group = [c for c in (SPIN0, "jsclient", "raw") if c in clients]
     if round_no % 2:
-        pair.reverse()
-    return pair + [c for c in clients if c not in pair]
+        group.reverse()
+    return group + [c for c in clients if c not in group]
 
 
-def paired_shares(runs: dict[str, Runs]) -> list[float]:
-    """jsclient as a percentage of raw, round by round (the rounds in which both gave a figure).
+def paired_ratios(runs: dict[str, Runs], mine: str, base: str, name: str = "rate") -> list[float]:
+    """``mine``'s figure ``name`` over ``base``'s, round by round (the rounds in which both gave one).
 
     The two run one after the other in each round, so a machine that is slower for a while weighs on
     both alike; the ratio of the two medians mixes rounds, and on a shared VM it moved by 15 points
     between runs of the same code (the raw socket alone went from 14,000 to 25,000 round trips/s).
     """
-    if "jsclient" not in runs or "raw" not in runs:
+    if mine not in runs or base not in runs:
         return []
-    pairs = zip(runs["jsclient"].figures, runs["raw"].figures, strict=True)
-    return [100 * js.rate / raw.rate for js, raw in pairs if js is not None and raw is not None]
+    pairs = zip(runs[mine].figures, runs[base].figures, strict=True)
+    return [getattr(a, name) / getattr(b, name) for a, b in pairs if a is not None and b is not None]
+
+
+def paired_shares(runs: dict[str, Runs]) -> list[float]:
+    """jsclient as a percentage of raw, round by round (see :func:`paired_ratios`)."""
+    return [100 * ratio for ratio in paired_ratios(runs, "jsclient", "raw")]
 
 
 def versions(old_tree: str = "") -> dict[str, str]:
@@ -301,12 +348,14 @@ def run_rows(rows: list[Row], args: argparse.Namespace) -> dict[str, dict[str, A
                 clients = (*row.clients, OLD) if args.old and "jsclient" in row.clients else row.clients
                 runs = {client: Runs() for client in clients}
                 with contextlib.ExitStack() as own:
-                    target = server
+                    target, via = server, ""
                     if row.own_server:
                         target = own.enter_context(started(NatsServer(websocket=True), pinned=row.pinned))
+                    if row.distance is not None:
+                        via = own.enter_context(delay_proxy(server.url, row.distance))
                     for round_no in range(args.repeat):
                         for client in round_order(clients, round_no):
-                            got = measure(client, row, target, args.scale, args.old, args.smoke)
+                            got = measure(client, row, target, args.scale, args.old, args.smoke, via)
                             runs[client].figures.append(got if isinstance(got, Figure) else None)
                             if isinstance(got, str):
                                 runs[client].errors.append(f"round {round_no + 1}: {got}")
@@ -318,6 +367,13 @@ def run_rows(rows: list[Row], args: argparse.Namespace) -> dict[str, dict[str, A
                     results[row.key][SHARE] = statistics.median(shares)
                     results[row.key][SHARE + " rounds"] = shares
                     print(f"  {row.key:<26} % raw by round: {' '.join(f'{x:.0f}' for x in shares)}", file=sys.stderr)
+                for key, name in ((report.RATE_VS_SPIN0, "rate"), (report.CPU_VS_SPIN0, "cpu_us")):
+                    ratios = paired_ratios(runs, "jsclient", SPIN0, name)
+                    if ratios:
+                        results[row.key][key] = statistics.median(ratios)
+                        results[row.key][key + " rounds"] = ratios
+                        print(f"  {row.key:<26} {key} by round: {' '.join(f'{x:.2f}' for x in ratios)}",
+                              file=sys.stderr)
         finally:
             responder.kill()
             responder.wait()

@@ -57,12 +57,13 @@ def fed(url: str, subject: str, n: int, next_msg: Callable[[], object]) -> Figur
 # -- jsclient -----------------------------------------------------------------
 
 
-def jsclient_row(row: str, url: str, n: int) -> Figure:
+def jsclient_row(row: str, url: str, n: int, **options: Any) -> Figure:
     """jsclient: publish then one flush; ``next_msg``; a callback; ``request``; 16 in flight as a window of
-    ``request_async`` futures from one thread; 16 threads sharing the connection."""
+    ``request_async`` futures from one thread; 16 threads sharing the connection.  ``options`` go to
+    ``connect`` (the distance rows' ``spin_wait=0``)."""
     import jsclient
 
-    nc = jsclient.connect(url)
+    nc = jsclient.connect(url, **options)
     try:
         if row == "publish":
 

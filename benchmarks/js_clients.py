@@ -47,6 +47,8 @@ ATOMIC_BATCH = 1000
 BUCKETS = {"kv_get": "bench", "direct_last": "bench", "kv_get_changing": "bench_chg",
            "direct_last_changing": "bench_chg", "kv_put": "bench_put"}
 CHANGING = "bench_chg"
+#: The messages a fetch pulls at once, and the buffer of the handles that pull for themselves.
+FETCH_BATCH = 500
 #: The round-trip rows: one call at a time, through :func:`benchmarks.common.each`.
 ROUND_TRIP = ("js_publish", "kv_get", "kv_get_changing", "direct_last", "direct_last_changing", "kv_put")
 
@@ -71,6 +73,11 @@ def round_trip(row: str, subject: str, publish: Callable[[str, bytes], T], direc
     if row == "kv_put":
         return lambda i: kv.put(names[i % KEYS], PAYLOAD)
     return lambda i: kv.get(names[i % KEYS])
+
+
+def fetch_batch(row: str) -> int:
+    """The messages a fetch row pulls at once: ``fetch_ack_<B>`` B (the distance rows), else FETCH_BATCH."""
+    return int(row.removeprefix("fetch_ack_")) if row.startswith("fetch_ack_") else FETCH_BATCH
 
 
 def churner(row: str, url: str) -> Churner | None:
@@ -109,13 +116,13 @@ def own_stream(url: str, name: str, *, wanted: bool = True, **config: Any) -> It
 # -- jsclient -----------------------------------------------------------------
 
 
-def jsclient_row(row: str, url: str, n: int) -> Figure:
+def jsclient_row(row: str, url: str, n: int, **options: Any) -> Figure:
     """jsclient, each row on the call it names (its fastest path for that work; the feature rows on features
-    nats-py lacks)."""
+    nats-py lacks).  ``options`` go to ``connect`` (the distance rows' ``spin_wait=0``)."""
     import jsclient
     from jsclient.jetstream.api import ConsumerConfig
 
-    nc = jsclient.connect(url, pending_msgs_limit=2_000_000, pending_bytes_limit=1 << 31)
+    nc = jsclient.connect(url, pending_msgs_limit=2_000_000, pending_bytes_limit=1 << 31, **options)
     js = nc.jetstream(timeout=30)
     tag = f"J{os.getpid()}"
     row = row.removesuffix("_unpinned")  # the same measurement; only the runner's pinning differs
@@ -152,17 +159,17 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
                     sub.next_msg(timeout=30).ack()
             sub.unsubscribe()
             return meter.figure(n)
-        if row in ("fetch_ack", "pull_messages"):
+        if row.startswith("fetch_ack") or row == "pull_messages":
             psub = js.pull_subscribe("bpull", durable=tag)
             got = 0
             with Meter() as meter:
-                if row == "fetch_ack":
+                if row.startswith("fetch_ack"):
                     while got < n:
-                        for msg in psub.fetch(500, timeout=10):
+                        for msg in psub.fetch(fetch_batch(row), timeout=10):
                             msg.ack()
                             got += 1
                 else:
-                    stream = psub.messages(500, expires=10)
+                    stream = psub.messages(FETCH_BATCH, expires=10)
                     for msg in stream:
                         msg.ack()
                         got += 1
@@ -171,7 +178,7 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
                             break
             js.delete_consumer("BPULL", tag)
             return meter.figure(got)
-        if row in ("consume", "consumer_messages"):  # ADR-37 handles, a buffer of 500 as fetch_ack asks
+        if row in ("consume", "consumer_messages"):  # ADR-37 handles, a buffer of FETCH_BATCH as fetch_ack asks
             # Explicit acks with no pending limit, as the nats-py row's consumer: the acks are real work for the
             # server (a consumer made without ack_policy got none before 1.0, which the server ignores).
             consumer = js.stream("BPULL").create_consumer(
@@ -180,7 +187,7 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
             got = 0
             with Meter() as meter:
                 if row == "consumer_messages":
-                    with consumer.messages(max_messages=500) as it:
+                    with consumer.messages(max_messages=FETCH_BATCH) as it:
                         for msg in it:
                             msg.ack()
                             got += 1
@@ -196,7 +203,7 @@ def jsclient_row(row: str, url: str, n: int) -> Figure:
                         if got == n:
                             done.set()
 
-                    ctx = consumer.consume(handle, max_messages=500)
+                    ctx = consumer.consume(handle, max_messages=FETCH_BATCH)
                     done.wait(120)
                     ctx.stop()
             consumer.delete()
@@ -299,12 +306,12 @@ def natspy_row(row: str, url: str, n: int) -> Figure:
                         await msg.ack()
                 await sub.unsubscribe()
                 return meter.figure(n)
-            if row in ("fetch_ack", "consume", "consumer_messages"):  # nats-py's pull consume: a fetch loop
+            if row.startswith("fetch_ack") or row in ("consume", "consumer_messages"):  # its pull consume: fetch
                 psub = await js.pull_subscribe("bpull", durable=tag)
                 got = 0
                 with Meter() as meter:
                     while got < n:
-                        for msg in await psub.fetch(500, timeout=10):
+                        for msg in await psub.fetch(fetch_batch(row), timeout=10):
                             await msg.ack()
                             got += 1
                 await js.delete_consumer("BPULL", tag)

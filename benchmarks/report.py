@@ -18,16 +18,27 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 #: The tables a row can be in (see benchmarks/__main__.py).
-MAIN, FEATURES, THREADS = "client speed", "feature against feature", "threads"
+MAIN, FEATURES, THREADS, DISTANCE = "client speed", "feature against feature", "threads", "at a distance"
+#: jsclient connected with spin_wait=0 (it never polls before it sleeps), in the distance rows.
+SPIN0 = "jsclient-spin0"
 #: The clients' columns, in order (the runner's PEERS, then an --old checkout's jsclient).
-COLUMNS = ("jsclient", "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "raw", "jsclient-old")
+COLUMNS = ("jsclient", SPIN0, "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "raw", "jsclient-old")
 #: results key of a row's "% raw": the median over rounds of jsclient's rate over raw's in the same round.
 SHARE = "% raw"
+#: results keys of a distance row's jsclient over jsclient-spin0, rate and CPU per operation: medians over rounds
+#: of the two's figures in the same round, as SHARE.
+RATE_VS_SPIN0, CPU_VS_SPIN0 = "rate / spin_wait=0", "CPU / spin_wait=0"
 CPU = "µs/op"
 #: README's table: jsclient beside nats-py on these rows (``--readme FILE`` writes it between these comments).
 README_ROWS = ("publish", "next_msg", "request_concurrent", "js_publish", "js_publish_async", "ordered", "kv_get")
 README_START = ".. Generated from docs/_data/bench.json by make bench (benchmarks/report.py); never edited by hand."
 README_END = ".. End of the generated table."
+#: (pipelined work, the same work one at a time, what the one's rate over the other's shows), for the distance rows.
+PIPELINING = (
+    ("request_concurrent", "request", "16 requests in flight over 1"),
+    ("fetch_ack_500", "fetch_ack_10", "fetch(500) over fetch(10)"),
+    ("js_publish_async", "js_publish", "publish_async over js.publish"),
+)
 #: (fast-ingest row, publish_async row, how they ran), for the ratio issue 22 sets a target on (1.5x).
 FAST_INGEST_PAIRS = (
     ("js_publish_stream", "js_publish_async", "pinned (the server on one core)"),
@@ -50,6 +61,10 @@ class Described(Protocol):
     def higher_is_better(self) -> bool: ...
     @property
     def table(self) -> str: ...
+    @property
+    def distance(self) -> float | None: ...  # seconds each way through the delay proxy; None: no proxy
+    @property
+    def in_flight(self) -> int | None: ...  # what a round trip brings at most (the latency bound's); None: not set
 
 
 @dataclass(frozen=True)
@@ -62,12 +77,19 @@ class Shown:
     target: float | None = None
     higher_is_better: bool = True
     table: str = MAIN
+    distance: float | None = None
+    in_flight: int | None = None
 
 
 def describe(rows: Sequence[Described]) -> dict[str, dict[str, Any]]:
-    """What a ``--json`` file keeps of its rows, in order: each one's title, clients, target and table."""
-    return {row.key: {"title": row.title, "clients": list(row.clients), "target": row.target,
-                      "higher_is_better": row.higher_is_better, "table": row.table} for row in rows}
+    """What a ``--json`` file keeps of its rows, in order: each one's title, clients, target and table (and a
+    distance row's distance and requests in flight)."""
+    out = {row.key: {"title": row.title, "clients": list(row.clients), "target": row.target,
+                     "higher_is_better": row.higher_is_better, "table": row.table} for row in rows}
+    for row in rows:
+        if row.table == DISTANCE:
+            out[row.key] |= {"distance": row.distance, "in_flight": row.in_flight}
+    return out
 
 
 def rows_of(saved: dict[str, Any], known: Sequence[Described]) -> list[Described]:
@@ -76,7 +98,7 @@ def rows_of(saved: dict[str, Any], known: Sequence[Described]) -> list[Described
     if not described:
         return [row for row in known if row.key in saved["results"]]
     return [Shown(key, row["title"], tuple(row["clients"]), row.get("target"), row.get("higher_is_better", True),
-                  row.get("table", MAIN)) for key, row in described.items()]
+                  row.get("table", MAIN), row.get("distance"), row.get("in_flight")) for key, row in described.items()]
 
 
 def entry(res: dict[str, Any], client: str) -> dict[str, Any] | None:
@@ -215,6 +237,67 @@ def threads_table(rows: Sequence[Described], results: dict[str, dict[str, Any]],
     return render(*threads_cells(rows, results, rst), rst, left=2)
 
 
+def bound(row: Described) -> float | None:
+    """What the distance alone allows a row: what one round trip brings, over the round trip (twice the delay)."""
+    return row.in_flight / (2 * row.distance) if row.in_flight and row.distance else None
+
+
+def versus_spin0(res: dict[str, Any], key: str, name: str) -> str:
+    """jsclient's figure ``name`` over jsclient-spin0's: the median of the rounds' ratios (``key``), or for a file
+    without them the ratio of the medians; "-" if either is missing."""
+    if res.get(key):
+        return f"{res[key]:.2f}x"
+    mine, theirs = (entry(res, "jsclient") or {}).get(name), (entry(res, SPIN0) or {}).get(name)
+    return f"{mine / theirs:.2f}x" if mine and theirs else "-"
+
+
+def distance_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """At a distance: the latency bound, each client's rate and CPU per operation, jsclient's share of the bound,
+    its ratio to nats-py, and its rate and CPU over its own with spin_wait=0 (round by round, the median)."""
+    clients = [c for c in COLUMNS if any(c in row.clients or entry(results.get(row.key, {}), c) for row in rows)]
+    headers = ["row", "bound"]
+    for client in clients:
+        headers += ["spin_wait=0" if client == SPIN0 else client, CPU]
+    headers += ["% bound", "ratio", RATE_VS_SPIN0, CPU_VS_SPIN0]
+    lines = []
+    for row in rows:
+        res = results.get(row.key, {})
+        limit, js = bound(row), rate_of(res, "jsclient")
+        cells = [row.title, f"{limit:,.0f}" if limit else "-"]
+        for client in clients:
+            got = entry(res, client)
+            cells += [rate_cell(row, got), us((got or {}).get("cpu_us"))]
+        got_ratio = ratio(res)
+        cells += [f"{100 * js / limit:.0f} %" if js and limit else "-", f"{got_ratio:.2f}x" if got_ratio else "-",
+                  versus_spin0(res, RATE_VS_SPIN0, "rate"), versus_spin0(res, CPU_VS_SPIN0, "cpu_us")]
+        lines.append(cells)
+    return headers, lines
+
+
+def distance_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
+    return render(*distance_cells(rows, results), rst)
+
+
+def pipelining_gains(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> list[str]:
+    """What pipelining gains at each distance measured: the rate of the pipelined row over its one-at-a-time
+    peer's, for jsclient and nats-py."""
+    lines = []
+    for row in rows:
+        for fast, slow, what in PIPELINING:
+            prefix = f"distance_{fast}_"
+            if not row.key.startswith(prefix) or row.distance is None:
+                continue
+            res, base = results.get(row.key, {}), results.get(f"distance_{slow}_{row.key.removeprefix(prefix)}", {})
+            gains = []
+            for client in ("jsclient", "nats-py"):
+                mine, theirs = rate_of(res, client), rate_of(base, client)
+                if mine and theirs:
+                    gains.append(f"{client} {mine / theirs:.1f}x")
+            if gains:
+                lines.append(f"{what}, {row.distance * 1e3:g} ms each way: {', '.join(gains)}")
+    return lines
+
+
 def fast_ingest_ratios(results: dict[str, dict[str, Any]]) -> list[str]:
     """Fast-ingest over jsclient's own publish_async, for each pair of rows measured."""
     lines = []
@@ -274,14 +357,18 @@ def print_all(rows: Sequence[Described], saved: dict[str, Any], *, rst: bool = F
         "says; not a measure of client speed",
         THREADS: "Threads of one process: jsclient one shared connection, nats-py-thread one connection on one "
         "loop thread, nats-py-sync a context per thread, pynats2 a connection per thread",
+        DISTANCE: "At a distance: the server behind a proxy that holds every chunk 0.25 ms or 1 ms each way; bound = "
+        "what a round trip brings / the round trip; spin_wait=0 = jsclient that never polls before it sleeps",
     }
+    tables = {THREADS: threads_table, DISTANCE: distance_table}
     for table, title in titles.items():
         some = [row for row in rows if row.table == table]
         if not some:
             continue
         out += ["", title, ""]
-        out += threads_table(some, results, rst) if table == THREADS else speed_table(some, results, rst)
+        out += tables.get(table, speed_table)(some, results, rst)
         ratios = fast_ingest_ratios({row.key: results.get(row.key, {}) for row in rows}) if table == FEATURES else []
+        ratios += pipelining_gains(some, results) if table == DISTANCE else []
         if ratios:
             out += ["", *ratios]
     failed = errors(rows, results)
@@ -336,21 +423,42 @@ def with_readme_block(text: str, block: list[str]) -> str:
     return text[:start] + "\n".join(block) + text[end + len(README_END):]
 
 
-#: make bench-spark's baselines: one plain Python process, no Spark.
+#: make bench-spark's baselines: one plain Python process, no Spark (the Spark bound: Spark with no JetStream).
+SPARK_BULK = "BulkReader pulls, one process"
 SPARK_REPLAY = "ordered consumer replay, one process"
 SPARK_PUBLISH = "publish_async loop, one process"
+SPARK_PUBLISH_MSGID = "publish_async loop with message ids, one process"
+SPARK_PUBLISH_ATOMIC = "publish_batch loop of atomic batches of 1000, one process"
 SPARK_KV_READ = "kv.keys() + kv.get per key, one process"
 SPARK_KV_PUT = "kv.put loop, one process"
+SPARK_BOUND = "streaming bound: rows made in memory -> dropped, same query"
+SPARK_STREAM = "streaming read->write (checkpointed)"
+SPARK_BASELINES = (SPARK_BULK, SPARK_REPLAY, SPARK_PUBLISH, SPARK_PUBLISH_MSGID, SPARK_PUBLISH_ATOMIC, SPARK_KV_READ,
+                   SPARK_KV_PUT, SPARK_BOUND)
+#: Issue 43's targets: a Spark write at least this times its same-guarantee loop's rate; the streaming query's CPU
+#: per row outside nats-server at most this times the bound's.
+SPARK_WRITE_TARGET, SPARK_CPU_TARGET = 1.0, 1.1
 
 
 def spark_baseline(name: str) -> str | None:
-    """The baseline a Spark row is divided by (reads by the replay, writes by the publish loop, a bucket's by
-    the plain client's key-value calls); None for one."""
-    if name in (SPARK_REPLAY, SPARK_PUBLISH, SPARK_KV_READ, SPARK_KV_PUT):
+    """The baseline a Spark row is divided by (reads by the BulkReader, writes by the loop with their guarantee,
+    a bucket's by the plain client's key-value calls, the streaming query by the bound); None for one."""
+    if name in SPARK_BASELINES:
         return None
     if "bucket" in name:
         return SPARK_KV_READ if "read" in name else SPARK_KV_PUT
-    return SPARK_REPLAY if "read" in name else SPARK_PUBLISH
+    if name == SPARK_STREAM:
+        return SPARK_BOUND
+    if "read" in name:
+        return SPARK_BULK
+    if "message ids" in name:
+        return SPARK_PUBLISH_MSGID
+    return SPARK_PUBLISH_ATOMIC if "atomic" in name else SPARK_PUBLISH
+
+
+def spark_plain(name: str) -> str | None:
+    """A stream write's third column: the plain publish_async loop, which promises nothing (None: not a write)."""
+    return SPARK_PUBLISH if name.startswith("spark write") else None
 
 
 def spark_heading(saved: dict[str, Any]) -> list[str]:
@@ -359,15 +467,56 @@ def spark_heading(saved: dict[str, Any]) -> list[str]:
         f"versions: {versions_of(saved)}",
         f"{saved.get('messages'):,} messages read, {saved.get('writes'):,} written, {saved.get('size')} B payloads, "
         f"medians of {saved.get('rounds')} rounds (baselines and Spark rows taking turns)",
+        "CPU µs/row: CPU per row of every process of the run but nats-server (the driver, Spark's JVM, its Python "
+        "workers); server µs/row: nats-server's",
     ]
 
 
+def _spark_verdict(name: str, got: dict[str, Any]) -> tuple[str, str]:
+    """A row's target and whether it is met: a write's rate ratio, the streaming query's CPU ratio."""
+    if name == SPARK_STREAM and got.get("cpu ratio"):
+        return f"CPU <= {SPARK_CPU_TARGET:.1f}x", "yes" if got["cpu ratio"] <= SPARK_CPU_TARGET else "NO"
+    if name.startswith("spark write") and got.get("ratio"):
+        return f"{SPARK_WRITE_TARGET:.1f}x", "yes" if got["ratio"] >= SPARK_WRITE_TARGET else "NO"
+    return "", ""
+
+
 def spark_cells(saved: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """make bench-spark's table: each row's rate, its ratio to its baseline and that ratio's range over rounds."""
+    """make bench-spark's table: each row's rate, its ratio to its baseline and that ratio's range over rounds,
+    a write's ratio to the plain loop, CPU per row outside nats-server and in it, and the target."""
     lines = []
     for name, got in saved["results"].items():
         base, per_round = got.get("baseline"), got.get("ratio rounds") or []
         spread = f"{min(per_round):.2f}-{max(per_round):.2f} (of {base.split(',')[0]})" if base and per_round else ""
+        target, verdict = _spark_verdict(name, got)
         lines.append([name, f"{got['rate']:,.0f}" if got.get("rate") else "-",
-                      f"{got['ratio']:.2f}x" if got.get("ratio") else "", spread])
-    return ["row", "rows/s", "ratio", "per round"], lines
+                      f"{got['ratio']:.2f}x" if got.get("ratio") else "", spread,
+                      f"{got['plain ratio']:.2f}x" if got.get("plain ratio") else "",
+                      us(got.get("cpu_us")), us(got.get("server_us")), target, verdict])
+    headers = ["row", "rows/s", "ratio", "per round", "of plain loop", "CPU µs/row", "server µs/row", "target", "ok"]
+    return headers, lines
+
+
+def spark_notes(saved: dict[str, Any]) -> list[str]:
+    """What the table's figures say about issue 43's questions: what each write guarantee costs the server per
+    message, and the streaming query's CPU per row against the Spark bound's."""
+    results = saved["results"]
+    out = []
+    plain = (results.get(SPARK_PUBLISH) or {}).get("server_us")
+    if plain:
+        costs = [f"plain {us(plain)} µs"]
+        for name, what in ((SPARK_PUBLISH_MSGID, "with message ids"), (SPARK_PUBLISH_ATOMIC, "in atomic batches")):
+            cost = (results.get(name) or {}).get("server_us")
+            if cost:
+                costs.append(f"{what} {us(cost)} µs ({cost / plain:.2f}x)")
+        out.append("nats-server CPU per message published in one process: " + ", ".join(costs))
+    stream, floor = results.get(SPARK_STREAM) or {}, results.get(SPARK_BOUND) or {}
+    if stream.get("cpu ratio") and floor.get("cpu_us"):
+        spread = stream.get("cpu ratio rounds") or [stream["cpu ratio"]]
+        out.append(
+            f"streaming: {us(stream['cpu_us'])} µs of CPU per row outside nats-server "
+            f"(and {us(stream.get('server_us'))} in it) against the Spark bound's {us(floor['cpu_us'])}: "
+            f"{stream['cpu ratio']:.2f}x "
+            f"({min(spread):.2f}-{max(spread):.2f} over rounds; target <= {SPARK_CPU_TARGET:.1f}x)"
+        )
+    return out

@@ -42,6 +42,13 @@ ROWS = {
                      "target": 10.0, "higher_is_better": True, "table": report.FEATURES},
     "threads_request_8": {"title": "request/reply, 8 threads", "clients": ["jsclient", "pynats2"], "target": None,
                           "higher_is_better": True, "table": report.THREADS},
+    "distance_request_1ms": {"title": "request/reply, 1 in flight, 1 ms each way",
+                             "clients": ["jsclient", report.SPIN0, "nats-py"], "target": None,
+                             "higher_is_better": True, "table": report.DISTANCE, "distance": 0.001, "in_flight": 1},
+    "distance_request_concurrent_1ms": {"title": "request/reply, 16 in flight, 1 ms each way",
+                                        "clients": ["jsclient", report.SPIN0, "nats-py"], "target": None,
+                                        "higher_is_better": True, "table": report.DISTANCE, "distance": 0.001,
+                                        "in_flight": 16},
 }
 
 
@@ -66,6 +73,10 @@ def bench_fixture() -> dict[str, Any]:
             "direct_batch": {"jsclient": figure(250_000, 3.3), "nats-py": figure(5_000, 180.0)},
             "threads_request_8": {"jsclient": figure(31_337, 70.0, p50_us=230.0, p99_us=990.0),
                                   "pynats2": figure(1_111, 600.0, p50_us=7_000.0, p99_us=9_000.0)},
+            "distance_request_1ms": {"jsclient": figure(451, 44.0), report.SPIN0: figure(441, 40.0),
+                                     "nats-py": figure(425, 121.0)},
+            "distance_request_concurrent_1ms": {"jsclient": figure(6_767, 12.1), report.SPIN0: figure(6_550, 11.0),
+                                                "nats-py": figure(5_705, 26.0), report.CPU_VS_SPIN0: 1.05},
         },
         "errors": [],
     }
@@ -166,6 +177,25 @@ def test_tables_show_the_figures_of_the_file(tmp_path: Path) -> None:
     assert "- 31,337" in threads and "- 990" in threads and "- 7,000" in threads
     # A missing figure is a dash, escaped so that it is not read as a list.
     assert "- \\-" in speed
+
+
+def test_distance_table_shows_bounds_spin_wait_and_pipelining_from_the_file(tmp_path: Path) -> None:
+    saved = bench_fixture()
+    table = rst_of(tmp_path, saved, "distance")
+    # The latency bound (what a round trip brings over twice the delay) and jsclient's share of it; each client's
+    # rate and CPU; the ratio to nats-py; jsclient's rate and CPU over its own with spin_wait=0: the median of the
+    # rounds' ratios where the file has it, else the ratio of the medians.
+    for cell in ("500", "8,000", "90 %", "85 %", "451", "44.0", "441", "40.0", "121", "1.06x", "1.02x", "1.10x",
+                 "6,767", "5,705", "1.19x", "1.03x", "1.05x"):
+        assert f"- {cell}\n" in table, cell
+    assert "- spin\\_wait=0\n" in table
+    assert "* 16 requests in flight over 1, 1 ms each way: jsclient 15.0x, nats-py 13.4x" in table
+    assert "each way" not in rst_of(tmp_path, saved, "speed")  # a table of its own
+    # A file from before the distance rows: the part says they were not measured (the page builds all the same).
+    older = bench_fixture()
+    for key in ("distance_request_1ms", "distance_request_concurrent_1ms"):
+        del older["rows"][key], older["results"][key]
+    assert rst_of(tmp_path, older, "distance").startswith("Not measured yet")
 
 
 def test_a_changed_figure_changes_the_tables(tmp_path: Path) -> None:

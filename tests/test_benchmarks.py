@@ -64,9 +64,49 @@ def test_every_bench_row_gives_every_client_a_figure(tmp_path: Path) -> None:
         assert f"fast-ingest / publish_async, {how}: " in proc.stdout, proc.stdout
     features = proc.stdout.split("Feature against feature")[1].split("Threads of one process")[0]
     assert "direct get batch" in features and "kv.get" not in features
+    # The rows at a distance: a table of their own, each row's distance and what a round trip brings kept in the
+    # JSON (the latency bound's), jsclient with spin_wait=0 beside it, and what pipelining gains below the table.
+    distance = proc.stdout.split("At a distance:")[1]
+    assert "spin_wait=0" in distance and "rate / spin_wait=0" in distance, distance
+    described = saved["rows"]["distance_request_1ms"]
+    assert (described["table"], described["distance"], described["in_flight"]) == ("at a distance", 0.001, 1)
+    assert "jsclient-spin0" in described["clients"]
+    for what in ("16 requests in flight over 1", "fetch(500) over fetch(10)", "publish_async over js.publish"):
+        for where in ("0.25 ms", "1 ms"):
+            assert re.search(f"{re.escape(what)}, {where} each way: jsclient [\\d.]+x, nats-py [\\d.]+x", distance), (
+                what, where, distance)
     # --from-json prints the same tables.
     again = run_module("benchmarks", "--from-json", str(out))
     assert again.stdout == proc.stdout[proc.stdout.index("jsclient benchmarks,"):]
+
+
+def test_the_delay_proxy_passes_every_byte_in_order_both_ways_and_the_end() -> None:
+    """benchmarks.delay_proxy in front of an echo server: what goes through comes back whole and in order, in
+    chunks larger than one read, and a side's end reaches the other once what it sent before has."""
+    import socket
+    import threading
+
+    from benchmarks.delay_proxy import delay_proxy
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def echo() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+    sent = bytes(range(256)) * 8192  # 2 MiB: many reads of the proxy's
+    with delay_proxy(f"nats://127.0.0.1:{listener.getsockname()[1]}", 0.0005) as url:
+        port = int(url.rpartition(":")[2])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            threading.Thread(target=lambda: (sock.sendall(sent), sock.shutdown(socket.SHUT_WR)), daemon=True).start()
+            got = bytearray()
+            while data := sock.recv(65536):  # until the echo server's end, passed on after its last bytes
+                got += data
+    listener.close()
+    assert bytes(got) == sent
 
 
 def test_a_failed_run_is_an_error_not_a_missing_figure() -> None:
@@ -109,10 +149,13 @@ def test_jsclient_and_raw_run_side_by_side_taking_turns_at_going_first() -> None
 
 
 SPARK_ROWS = (
+    "BulkReader pulls, one process",
     "ordered consumer replay, one process",
     "spark batch read, 1 partition(s)",
     "spark batch read, 4 partition(s)",
     "publish_async loop, one process",
+    "publish_async loop with message ids, one process",
+    "publish_batch loop of atomic batches of 1000, one process",
     "spark write, 2 partitions, atomic batches + markers",
     "spark write, 2 partitions, message ids",
     "spark filtered read (1 % of the subjects), pushed",
@@ -121,6 +164,7 @@ SPARK_ROWS = (
     "spark bucket read, 4 partitions",
     "kv.put loop, one process",
     "spark bucket write, 2 partitions, atomic batches + markers",
+    "streaming bound: rows made in memory -> dropped, same query",
     "streaming read->write (checkpointed)",
 )
 
@@ -135,6 +179,8 @@ def test_every_bench_spark_row_gives_a_figure() -> None:
     for name in SPARK_ROWS:
         line = next((line for line in proc.stdout.splitlines() if line.startswith(name)), "")
         assert re.match(re.escape(name) + r" +[\d,]+", line), (name, proc.stdout)
+    assert "nats-server CPU per message published in one process: plain" in proc.stdout, proc.stdout
+    assert re.search(r"^streaming: [\d.]+ µs of CPU per row outside nats-server", proc.stdout, re.M), proc.stdout
 
 
 def test_turnaround_table_runs() -> None:

@@ -7,7 +7,8 @@ build's tables and charts.  The parts:
 
 * of make bench's file: ``about`` (date, machine, versions, how it ran), ``headline`` (jsclient beside
   nats-py: rates, ratio, client CPU per operation), ``speed`` (the client-speed table, every client),
-  ``features`` (feature against feature), ``threads`` (with latency), and the charts ``ratios``
+  ``features`` (feature against feature), ``threads`` (with latency), ``distance`` (the server behind the
+  delay proxy, with what pipelining gains there; a file from before those rows says so), and the charts ``ratios``
   (jsclient / nats-py per row, with the targets) and ``cpu`` (client CPU per operation, jsclient and nats-py);
 * of make bench-spark's file: ``about``, ``spark`` (the table) and ``spark-chart``.
 
@@ -36,7 +37,7 @@ from sphinx.util.nodes import nested_parse_with_titles
 
 from benchmarks import report
 
-BENCH_PARTS = ("about", "headline", "speed", "features", "threads", "ratios", "cpu")
+BENCH_PARTS = ("about", "headline", "speed", "features", "threads", "distance", "ratios", "cpu")
 SPARK_PARTS = ("about", "spark", "spark-chart")
 CHARTS = ("ratios", "cpu", "spark-chart")
 JSCLIENT, NATS_PY, BASELINE = "#2f6fb0", "#e08a2c", "#9a9a9a"
@@ -88,7 +89,8 @@ def about(saved: dict[str, Any], name: str) -> list[str]:
 def table(saved: dict[str, Any], part: str) -> list[str]:
     """A part's table as reStructuredText (a list-table, and for ``features`` the fast-ingest ratios)."""
     if part == "spark":
-        return report.list_table(*report.spark_cells(saved), "make bench-spark: rows per second")
+        notes = [line for note in report.spark_notes(saved) for line in ("", report.rst_cell(note))]
+        return report.list_table(*report.spark_cells(saved), "make bench-spark: rows per second") + notes
     results = saved["results"]
     if part == "headline":
         return report.list_table(*report.headline_cells(rows_in(saved, report.MAIN), results),
@@ -103,6 +105,14 @@ def table(saved: dict[str, Any], part: str) -> list[str]:
     if part == "threads":
         return report.list_table(*report.threads_cells(rows_in(saved, report.THREADS), results, False),
                                  "Threads of one process: calls per second, CPU and latency per call", stubs=0)
+    if part == "distance":
+        rows = rows_in(saved, report.DISTANCE)
+        if not rows:
+            return [f"Not measured yet: this run ({report.rst_cell(str(saved.get('date')))}) has no distance rows.",
+                    ""]
+        out = report.list_table(*report.distance_cells(rows, results),
+                                "At a distance: rate and client CPU per operation, the server 0.25 ms or 1 ms away")
+        return out + [f"* {line}" for line in report.pipelining_gains(rows, results)] + [""]
     raise ValueError(f"no table {part!r}")
 
 
