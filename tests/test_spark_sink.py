@@ -365,6 +365,23 @@ def test_pulled_messages_decode_alike_from_every_ack_reply_form() -> None:
             deliveries_to_batch(bad, headers, payloads, "S", 9)
 
 
+def test_a_payload_holding_crlf_and_bytes_that_are_not_utf8_ends_the_run_and_raises_nothing() -> None:
+    """Server-free: after a payload holding CRLF the cutter's pieces are out of step, and a piece that looks like
+    a MSG line with bytes that are not UTF-8 must end the run (the parser reads the rest), not fail the read."""
+    from jsclient.spark.arrow import cut_deliveries
+
+    def frame(seq: int, data: bytes) -> bytes:
+        return b"MSG s.1 1 $JS.ACK.S.C.1.%d.%d.1700000000000001000.0 %d\r\n%s\r\n" % (seq, seq, len(data), data)
+
+    tricky = frame(2, b"a\r\nMSG x \xff r 1\r\nMSG y 1 r \xfe")
+    wire = frame(1, b"first") + tricky + frame(3, b"third")
+    taken, run = cut_deliveries(wire)
+    assert taken == len(frame(1, b"first")) and run is not None and run.payloads.to_pylist() == [b"first"]
+    events, rest = reference(wire)
+    assert rest == b"" and [e.data for e in events] == [b"first", b"a\r\nMSG x \xff r 1\r\nMSG y 1 r \xfe", b"third"]
+    assert cut_deliveries(tricky + frame(3, b"third")) == (0, None)
+
+
 @settings(max_examples=400, deadline=None)
 @given(frames=FRAMES, damage=DAMAGE)
 def test_runs_of_deliveries_are_cut_as_the_reference_reads_them(frames: list, damage: list) -> None:

@@ -298,7 +298,7 @@ def _payloads(data: pa.Array) -> pa.Array:
     if pa.types.is_binary(kind):
         out = data
     elif (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
-          or pa.types.is_fixed_size_binary(kind) or pa.types.is_binary_view(kind) or pa.types.is_string_view(kind)):
+          or pa.types.is_fixed_size_binary(kind) or str(kind) in ("binary_view", "string_view")):  # views: 16+
         out = data.cast(pa.binary())
     else:
         first = next((v for v in data.to_pylist() if v is not None), None)
