@@ -503,12 +503,12 @@ def spark_notes(saved: dict[str, Any]) -> list[str]:
     results = saved["results"]
     out = []
     plain = (results.get(SPARK_PUBLISH) or {}).get("server_us")
-    if plain:
+    if plain is not None:  # 0 in a tiny run: the kernel counts CPU in clock ticks
         costs = [f"plain {us(plain)} µs"]
         for name, what in ((SPARK_PUBLISH_MSGID, "with message ids"), (SPARK_PUBLISH_ATOMIC, "in atomic batches")):
             cost = (results.get(name) or {}).get("server_us")
-            if cost:
-                costs.append(f"{what} {us(cost)} µs ({cost / plain:.2f}x)")
+            if cost is not None:
+                costs.append(f"{what} {us(cost)} µs" + (f" ({cost / plain:.2f}x)" if plain else ""))
         out.append("nats-server CPU per message published in one process: " + ", ".join(costs))
     stream, floor = results.get(SPARK_STREAM) or {}, results.get(SPARK_BOUND) or {}
     if stream.get("cpu ratio") and floor.get("cpu_us"):
