@@ -16,6 +16,8 @@ Locks (order: ``_send_lock`` before ``_codec_lock``):
   holds it over its send; the reader takes it only without blocking, to
   answer a ping or a close: a control frame it cannot send at once waits in
   ``_control`` for the holder, who looks there after releasing the lock.
+  The closing thread waits for it (at most ``CLOSE_WAIT``) before it
+  changes the socket's timeout, so that no send under way is cut short.
 """
 
 from __future__ import annotations
@@ -179,6 +181,10 @@ class WebSocketCodec:
         return self._ws.send(CloseConnection(code=1000))
 
 
+#: Seconds :meth:`WebSocketTransport.close` waits for a send under way, and then for its answer to a close frame.
+CLOSE_WAIT = 1.0
+
+
 class WebSocketTransport:
     """A :class:`~jsclient.transport.Transport` over another one, NATS bytes in binary frames."""
 
@@ -269,14 +275,21 @@ class WebSocketTransport:
 
     def close(self) -> None:
         """After the server's close frame, read away what it sent since: a socket closed with unread bytes is
-        reset, and the reset can overtake our answer to its close frame.  The reader has stopped reading then,
-        so this thread is the only one on the socket."""
-        if self._codec.server_closed:
-            with contextlib.suppress(OSError, ValueError):
-                self._inner.settimeout(0)
-                for _ in range(64):  # bounded: a server still sending gets its reset after all
-                    if not self._inner.recv_into(self._raw):
-                        break
+        reset, and the reset can overtake our answer to its close frame.  The reader has stopped reading then;
+        a writer still sending (a frame begun before the close came) finishes first, within CLOSE_WAIT, so
+        that no timeout changed under it cuts its frame short; then the answer still queued goes out."""
+        if self._codec.server_closed and self._send_lock.acquire(True, CLOSE_WAIT):
+            try:
+                with contextlib.suppress(OSError, ValueError):
+                    self._inner.settimeout(CLOSE_WAIT)
+                    while self._control:
+                        self._inner.sendall(self._control.popleft())
+                    self._inner.settimeout(0)
+                    for _ in range(64):  # bounded: a server still sending gets its reset after all
+                        if not self._inner.recv_into(self._raw):
+                            break
+            finally:
+                self._send_lock.release()
         self._inner.close()
 
 

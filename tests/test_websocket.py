@@ -92,6 +92,53 @@ def test_server_close_gets_a_reply_and_data_before_it_comes_first() -> None:
         codec.encode(b"PUB late 0\r\n\r\n")
 
 
+def test_closing_after_the_servers_close_lets_a_send_under_way_finish_and_then_answers() -> None:
+    """A writer blocked in a large send (the server reads slowly) when the server's close frame comes: closing
+    waits for that send before it changes the socket's timeout, so the frame leaves whole, and then sends the
+    answer to the close.  (A socket pair stands for the server: the codec is driven by wsproto's server end.)"""
+    import select
+    import socket
+
+    from jsclient.transport import PlainTransport
+    from jsclient.websocket import WebSocketTransport
+
+    codec, server, _ = accepted()
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    transport = WebSocketTransport(PlainTransport(ours), codec)
+    big = b"PUB big 2000000\r\n" + b"z" * 2_000_000 + b"\r\n"
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            transport.sendall(big)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertions below
+            failed.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    deadline = time.monotonic() + 10
+    while select.select([], [ours], [], 0)[1] and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the writer has filled the socket's buffers and blocks
+    theirs.sendall(server.send(CloseConnection(code=1001, reason="shutdown")))
+    assert transport.recv_into(bytearray(100)) == 0  # the reader meets the close; its answer waits for the writer
+    closer = threading.Thread(target=transport.close)
+    closer.start()
+    time.sleep(0.2)  # the closer, unfixed, would change the socket's timeout now, under the blocked send
+    received = bytearray()
+    theirs.settimeout(10)
+    while chunk := theirs.recv(1 << 16):
+        received += chunk
+    writer.join(10)
+    closer.join(10)
+    theirs.close()
+    assert not failed
+    events = server_events(server, bytes(received))
+    assert isinstance(events[0], BytesMessage) and events[0].data == big
+    assert isinstance(events[-1], CloseConnection)
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [
