@@ -505,7 +505,9 @@ class Connection:
         self._check_fork()
         self._session.publish_message(subject, payload, reply=reply, headers=headers)
 
-    def publish_encoded(self, frames: bytes, *, messages: int, payload_bytes: int) -> None:
+    def publish_encoded(
+        self, frames: bytes | memoryview, *, messages: int, payload_bytes: int, send_now: bool = False
+    ) -> None:
         """Queue ``messages`` PUB/HPUB frames encoded by the caller (``jsclient.protocol.encode_*``).
 
         For batch publishers (atomic batches, the Spark sink) that validate
@@ -514,9 +516,12 @@ class Connection:
         server close the connection.
 
         Args:
-            frames: The encoded frames, back to back.
+            frames: The encoded frames, back to back (copied into the write buffer before this returns).
             messages: How many messages they hold (for :meth:`stats`).
             payload_bytes: Their payload bytes in all (for :meth:`stats`).
+            send_now: Send the buffer from this thread at once (unless another thread is sending it), not
+                from the flusher, which is then not woken: for large blocks of frames, where a wake-up of
+                another thread costs more than the send.
 
         Raises:
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
@@ -526,7 +531,7 @@ class Connection:
         """
         if self._forked:
             self._check_fork()
-        self._append(frames, payload_size=payload_bytes, messages=messages)
+        self._append(frames, payload_size=payload_bytes, messages=messages, send_now=send_now)
 
     def rtt(self, timeout: float | None = 2.0) -> float:
         """The round trip to the server, in seconds: a PING answered by its PONG, behind what is queued.

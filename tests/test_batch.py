@@ -103,6 +103,48 @@ def test_an_interrupted_batch_is_never_committed(server: NatsServer, atomic: jsc
     assert atomic.publish_batch([("atom.ok", b"1"), ("atom.ok", b"2")]).count == 2
 
 
+def test_members_leave_from_the_publishing_thread_and_the_flusher_sends_the_rest(
+    server: NatsServer, atomic: jsclient.JetStream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's member frames go to the socket from the thread that publishes them, before the call goes on
+    (``publish_encoded(send_now=True)``), unless the flusher is sending at that moment: a large block wakes no
+    other thread.  Frames queued without it are sent by the flusher."""
+    import socket
+    import threading
+    import time
+
+    sent: list[tuple[str, int]] = []
+    real = socket.socket.sendall
+
+    def spy(sock: socket.socket, data: bytes, *args: int) -> None:
+        sent.append((threading.current_thread().name, len(data)))
+        real(sock, data, *args)
+
+    here = threading.current_thread().name
+    monkeypatch.setattr(socket.socket, "sendall", spy)  # before connecting: a link binds its socket's sendall
+    with jsclient.connect(server.url) as nc:
+        js = nc.jetstream()
+        for _ in range(10):
+            assert js.publish_batch([("atom.t", b"x" * 100)] * 500).count == 500
+    members = [name for name, n in sent if n > 50_000]
+    assert len(members) == 10 and members.count(here) >= 6, members
+
+    with jsclient.connect(server.url) as other:
+        sub = other.subscribe("enc.>")
+        other.flush()
+        time.sleep(0.1)  # the flusher back asleep after sending the PING (it would hold the send lock a moment)
+        frames = b"".join(b"PUB enc.%d 1\r\nx\r\n" % i for i in range(1000))
+        sent.clear()
+        for _ in range(10):
+            other.publish_encoded(frames, messages=1000, payload_bytes=1000, send_now=True)
+        assert [name for name, n in sent if n >= len(frames)].count(here) >= 6, sent
+        sent.clear()
+        for _ in range(10):
+            other.publish_encoded(frames, messages=1000, payload_bytes=1000)
+        assert [sub.next_msg(timeout=5).subject for _ in range(20_000)][-1] == "enc.999"
+        assert here not in [name for name, n in sent if n >= len(frames)], sent
+
+
 #: Where the link breaks (the frame the proxy cuts at, and whether it forwards that frame), what the call may
 #: end with ("ack" for a BatchAck), and how many of the batch's messages the stream then holds.
 CUTS = {

@@ -382,13 +382,89 @@ def test_a_payload_holding_crlf_and_bytes_that_are_not_utf8_ends_the_run_and_rai
     assert cut_deliveries(tricky + frame(3, b"third")) == (0, None)
 
 
+def test_the_cutter_ends_its_run_at_the_first_line_each_check_refuses() -> None:
+    """Server-free: each check of the frame cutter (numpy over all the frames at once) ends the run exactly at
+    the frame it refuses, whatever follows; bare CR and LF in payloads and a long run stay in it."""
+    from jsclient.spark.arrow import cut_deliveries, run_to_batch
+
+    def frame(seq: int, data: bytes = b"x", line: bytes | None = None) -> bytes:
+        reply = b"$JS.ACK.S.C.1.%d.%d.1700000000000001000.0" % (seq, seq)
+        return (line or b"MSG s.%d 1 %s %d" % (seq, reply, len(data))) + b"\r\n" + data + b"\r\n"
+
+    good = b"".join(frame(i, b"a\rb\nc " * (i % 3)) for i in range(1, 2001))
+    odd = {
+        "unprintable": frame(0, line=b"MSG s.\x7f 1 r 1"),
+        "control byte": frame(0, line=b"MSG s.\t 1 r 1"),
+        "not UTF-8": frame(0, line=b"MSG s.\xff 1 r 1"),
+        "no reply": frame(0, line=b"MSG s 1 1"),
+        "an empty word": frame(0, line=b"MSG s  1 r 1"),
+        "an empty subject": frame(0, line=b"MSG  1 r 1"),
+        "an empty reply": frame(0, line=b"MSG s 1  1"),
+        "a word more": frame(0, line=b"MSG s 1 r r 1"),
+        "sid not digits": frame(0, line=b"MSG s a r 1"),
+        "size of ten digits": frame(0, line=b"MSG s 1 r 0000000001"),
+        "size not digits": frame(0, line=b"MSG s 1 r 1a"),
+        "size too small": frame(0, b"xy", line=b"MSG s 1 r 1"),
+        "CRLF in the payload": frame(0, b"a\r\nb"),
+        "headers": b"HMSG s 1 r 12 13\r\nNATS/1.0\r\n\r\nx\r\n",
+        "a status": b"HMSG _INBOX.x 1 28 28\r\nNATS/1.0 408 Request Timeout\r\n\r\n\r\n",
+        "a ping": b"PING\r\n",
+        "a line too long": frame(0, line=b"MSG s." + b"a" * (64 * 1024) + b" 1 r 1"),
+        "a frame not whole": frame(0)[:-1],
+    }
+    for name, bad in odd.items():
+        for before in (good, frame(7), b""):
+            wire = before + bad + frame(9) + good
+            taken, run = cut_deliveries(wire)
+            assert taken == len(before), name
+            events, rest = reference(wire[:taken])
+            assert rest == b"" and (run.count if run else 0) == len(events), name
+            if run is not None:
+                assert run.payloads.to_pylist() == [e.data for e in events], name
+                assert run.replies.to_pylist() == [e.reply.encode() for e in events], name
+    taken, run = cut_deliveries(good)
+    assert taken == len(good) and run is not None and run.count == 2000
+    batch, in_range, _ = run_to_batch(run, "S", 10**9)
+    assert batch.column("seq").to_pylist() == list(range(1, 2001)) and in_range == 2000
+    assert batch.column("subject").to_pylist()[:2] == ["s.1", "s.2"]
+
+
+def test_ack_replies_of_mixed_forms_give_their_sequences_and_times() -> None:
+    """Server-free: replies whose dots are found in one scan are cut at fixed places only when every reply has
+    as many as the first; replies of two forms, or the same count of dots spread unevenly, take the slower
+    paths and still give each message its own sequence and time."""
+    import pyarrow as pa
+
+    from jsclient.spark.arrow import PulledRun, run_to_batch
+
+    plain = b"$JS.ACK.S.C.1.%d.%d.1700000000%09d.0"
+    domain = b"$JS.ACK.hub.acc.S.C.1.%d.%d.1700000000%09d.0.tok"
+    old = b"$JS.ACK.hub.acc.S.C.1.%d.%d.1700000000%09d.0"
+    for forms in ([plain] * 3, [domain] * 3, [plain, domain, plain], [old, plain, domain], [old] * 3):
+        replies = [form % (i, i, i * 1000) for i, form in enumerate(forms, start=5)]
+        run = PulledRun(pa.array([b"s.a", b"s.b", b"s.c"]), pa.array(replies), pa.array([b"1", b"2", b"3"]))
+        for sliced in (run, PulledRun(*(pa.concat_arrays([pa.array([b"z"], pa.binary()), a]).slice(1)
+                                        for a in (run.subjects, run.replies, run.payloads)))):
+            batch, _, seqs = run_to_batch(sliced, "S", 100)
+            assert seqs.to_pylist() == [5, 6, 7]
+            stamps = [t.value for t in batch.column("timestamp")]
+            assert stamps == [(1_700_000_000_000_000_000 + i * 1000) // 1000 for i in (5, 6, 7)]
+    # As many dots in all as three replies of the first's form, but one fewer in the second and one more in the
+    # third: not cut at the first's places (which would read the third's first token as the second's time).
+    uneven = [b"$JS.ACK.S.C.1.5.5.1700000000000005000.0", b"$JS.ACK.S.C.1.6.6.1700000000000006000",
+              b"$JS.ACK.S.C.1.7.7.1700000000000007000.0.x"]
+    run = PulledRun(pa.array([b"s.a", b"s.b", b"s.c"]), pa.array(uneven), pa.array([b"1", b"2", b"3"]))
+    with pytest.raises(jsclient.Error, match="has 8 tokens"):
+        run_to_batch(run, "S", 100)
+
+
 @settings(max_examples=400, deadline=None)
 @given(frames=FRAMES, damage=DAMAGE)
 def test_runs_of_deliveries_are_cut_as_the_reference_reads_them(frames: list, damage: list) -> None:
     """Server-free: what :func:`cut_deliveries` takes from a pull's bytes is whole frames, the messages the
     reference reading finds there, plain MSG frames with a reply; all of them when nothing is damaged, up to
     the first with headers, without a reply, with CRLF in its payload or followed by a PING."""
-    from jsclient.spark.arrow import cut_deliveries, runs_to_batch
+    from jsclient.spark.arrow import cut_deliveries, run_to_batch
 
     wire = wire_of(frames, damage)
     taken, run = cut_deliveries(wire)
@@ -418,7 +494,7 @@ def test_runs_of_deliveries_are_cut_as_the_reference_reads_them(frames: list, da
     acked = [(s, r, d.strip()) for s, r, d in acked]
     taken, run = cut_deliveries(b"".join(b"MSG %s 1 %s %d\r\n%s\r\n" % (s, r, len(d), d) for s, r, d in acked))
     assert run is not None
-    batch, in_range, seqs = runs_to_batch([run], "S", 2)
+    batch, in_range, seqs = run_to_batch(run, "S", 2)
     assert [(r["subject"], r["data"], r["seq"]) for r in batch.to_pylist()] == [("s.1", b"1", 1), ("s.2", b"2", 2)]
     assert in_range == 2 and seqs.to_pylist() == [1, 2, 3]
 

@@ -108,7 +108,7 @@ class Writer:
     # -- appending -------------------------------------------------------------
     def append(
         self,
-        frame: bytes,
+        frame: bytes | memoryview,
         *,
         send_now: bool = False,
         payload_size: int = -1,

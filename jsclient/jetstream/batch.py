@@ -126,10 +126,10 @@ def check_batch_id(batch_id: str) -> bytes:
     return batch_id.encode()
 
 
-def send_members(js: JetStream, frames: bytes, *, count: int, payload_bytes: int) -> None:
+def send_members(js: JetStream, frames: bytes | memoryview, *, count: int, payload_bytes: int) -> None:
     """Queue members already framed by :func:`member_frame` (none of them commits)."""
     if count:
-        js.conn.publish_encoded(frames, messages=count, payload_bytes=payload_bytes)
+        js.conn.publish_encoded(frames, messages=count, payload_bytes=payload_bytes, send_now=True)
 
 
 def send_commit(js: JetStream, last: Member, *, batch_id: str, total: int, timeout: float) -> Future[Msg]:

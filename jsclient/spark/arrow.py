@@ -1,18 +1,20 @@
 """Pulled messages and direct-get replies to Arrow record batches, in bulk.
 
 Pure functions on the calling thread (an executor's task thread); no locks.
-pyarrow is imported lazily by the callers' modules, never by ``jsclient``.
+pyarrow and numpy are imported lazily by the callers' modules, never by
+``jsclient``.
 
 Reading from a consumer: each message's ``<subject> <sid> <ack reply>``
 line is split at spaces and its ack reply at dots, in C++; the stream
 sequence and the time stamp (nanoseconds) sit at fixed places among the
 reply's tokens, and the header block is the message's own.  Most of a
 pull's bytes are runs of plain MSG frames, which :func:`cut_deliveries`
-cuts in C++ too (for :meth:`jsclient.jetstream.bulk.BulkReader.pull_runs`):
-the bytes split once at CRLF, lines and payloads taking turns, and a frame
-taken only where its line has the one form the server writes and its
-payload the size the line says, so that a payload holding CRLF, or any
-other frame, ends the run and goes to the reader's own parser.
+cuts in bulk (for :meth:`jsclient.jetstream.bulk.BulkReader.pull_runs`):
+numpy finds every CRLF, the spaces of the lines and the dots of the
+replies, each in one scan, and Arrow copies out only the columns' bytes.
+A frame is taken only where its line has the one form the server writes
+and its payload the size the line says, so that a payload holding CRLF,
+or any other frame, ends the run and goes to the reader's own parser.
 
 Reading by direct get: a batched direct-get reply's header block is the message's own
 headers followed by eight lines the server appends (``Nats-Stream``,
@@ -34,7 +36,7 @@ Values are kept byte for byte.
 from __future__ import annotations
 
 import re
-import struct
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,8 @@ from ..jetstream.metadata import parse_metadata
 from ..protocol.parser import MAX_CONTROL_LINE
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import pyarrow as pa
 
 SCHEMA = (
@@ -197,18 +201,71 @@ class PulledRun:
         return last
 
 
-_strides: dict[tuple[int, int], pa.Array] = {}  # (step, start) -> start, start + step, ...: indexes into a flat list
+_cache = threading.local()  # this thread's reusable arrays (a fresh large one costs the kernel a page fault a page)
 
 
-def _every(step: int, start: int, n: int) -> pa.Array:
-    """Indexes start, start + step, ... (n of them), from a per-process cache that grows as needed."""
+def _scratch(n: int, slot: int) -> npt.NDArray[np.uint8]:
+    """``n`` bytes of this thread's scratch array ``slot`` (0 or 1), reused from call to call."""
+    import numpy as np
+
+    arrays: list[npt.NDArray[np.uint8]] | None = getattr(_cache, "scratch", None)
+    if arrays is None:
+        arrays = _cache.scratch = [np.empty(0, np.uint8), np.empty(0, np.uint8)]
+    if len(arrays[slot]) < n:
+        arrays[slot] = np.empty(max(n, 2 * len(arrays[slot])), np.uint8)
+    return arrays[slot][:n]
+
+
+def _evens(n: int) -> pa.Array:
+    """Indexes 0, 2, 4, ... (n of them), from this thread's cache, which grows as needed."""
     import pyarrow as pa
 
-    have = _strides.get((step, start))
+    have: pa.Array | None = getattr(_cache, "evens", None)
     if have is None or len(have) < n:
-        have = _strides[step, start] = pa.array(range(start, start + step * max(n, 2 * len(have or ())), step),
-                                                pa.int64())
+        have = _cache.evens = pa.array(range(0, 2 * max(n, 2 * len(have or ())), 2), pa.int64())
     return have.slice(0, n)
+
+
+def _spans(values: pa.Buffer, starts: npt.NDArray[np.integer[Any]], ends: npt.NDArray[np.integer[Any]]) -> pa.Array:
+    """The bytes ``values[starts[i]:ends[i]]`` as one binary array, copied out back to back.
+
+    The spans must not overlap and must be in order: the array of spans and
+    the gaps between them is made over ``values`` without a copy, and the
+    spans are taken from it.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(starts)
+    if not n:
+        return pa.array([], pa.binary())
+    bounds = np.empty(2 * n, np.int32)
+    bounds[0::2] = starts
+    bounds[1::2] = ends
+    whole = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(bounds), values])
+    return whole.take(_evens(n))
+
+
+def _layout(array: pa.Array) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8], pa.Buffer]:
+    """A binary array's offsets (``len + 1`` of them), its value bytes and their buffer, as numpy views."""
+    import numpy as np
+
+    n = len(array)
+    offsets = np.frombuffer(array.buffers()[1], np.int32, n + 1, 4 * array.offset)
+    values = array.buffers()[2]
+    return offsets, np.frombuffer(values, np.uint8, int(offsets[n])), values
+
+
+def _first(bad: npt.NDArray[np.bool_]) -> int:
+    """The index of the first True, or the length when there is none."""
+    import numpy as np
+
+    i = int(np.argmax(bad)) if len(bad) else 0
+    return i if len(bad) and bad[i] else len(bad)
+
+
+#: The shortest line of a frame taken: ``MSG a 1 b 0``.
+_SHORTEST_LINE = 11
 
 
 def cut_deliveries(raw: bytes | bytearray) -> tuple[int, PulledRun | None]:
@@ -221,69 +278,83 @@ def cut_deliveries(raw: bytes | bytearray) -> tuple[int, PulledRun | None]:
     what :func:`~jsclient.protocol.parse_msg_line` reads from such a line,
     read in bulk.  The run ends at the first frame that is not so (a status,
     a PING, headers, a payload holding CRLF, what has not all come).
+
+    Every CRLF is found in one scan; lines and payloads take turns between
+    them, so each check runs on all the frames at once (numpy) and the run
+    ends at the first frame any check refuses.  Only the lines, and then the
+    columns, are copied out of ``raw`` (Arrow).
     """
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(struct.pack("<ii", 0, len(raw))),
-                                                   pa.py_buffer(raw)])
-    pieces = pc.split_pattern(whole, "\r\n").values  # lines and payloads taking turns, then what follows
-    n = (len(pieces) - 1) // 2  # frames followed by their CRLF
+    if len(raw) < _SHORTEST_LINE + 4:  # not even one frame
+        return 0, None
+    whole = np.frombuffer(raw, np.uint8)
+    cr = np.flatnonzero(np.equal(whole[:-1], 13, out=_scratch(len(whole) - 1, 0).view(np.bool_)))
+    crlf = cr[whole[cr + 1] == 10]
+    n = len(crlf) // 2  # frames followed by their CRLF
     if not n:
         return 0, None
-    lines, payloads = pieces.take(_every(2, 0, n)), pieces.take(_every(2, 1, n))
-    words = pc.split_pattern(lines, " ")
-    # Printable ASCII first: after a payload holding CRLF the pieces are out of step, and the UTF-8 kernels
-    # below raise on bytes that are not UTF-8 where they should only end the run.
-    shaped = pc.index(pc.and_(
-        pc.and_(pc.starts_with(lines, "MSG "), pc.equal(pc.list_value_length(words), 5)),
-        pc.and_(pc.ascii_is_printable(lines.view(pa.string())), pc.less_equal(pc.binary_length(lines),
-                                                                               MAX_CONTROL_LINE)),
-    ), False)
-    if shaped.as_py() >= 0:
-        n = shaped.as_py()
-        lines, payloads = lines.slice(0, n), payloads.slice(0, n)
-    if not n:
-        return 0, None
-    flat = words.values  # five words a line, for the first n
-    subjects, sids, replies, sizes = (flat.take(_every(5, i, n)) for i in (1, 2, 3, 4))
-    ok = pc.and_(
-        pc.and_(pc.utf8_is_digit(sids.view(pa.string())), pc.utf8_is_digit(sizes.view(pa.string()))),
-        pc.and_(pc.greater(pc.binary_length(subjects), 0), pc.greater(pc.binary_length(replies), 0)),
-    )
-    ok = pc.and_(ok, pc.less_equal(pc.binary_length(sizes), 9))  # a size past that is no frame read in bulk
-    bad = pc.index(ok, False).as_py()
-    if bad >= 0:
-        n = bad
-        lines, payloads, subjects, replies, sizes = (a.slice(0, n) for a in (lines, payloads, subjects, replies, sizes))
+    line_end, payload_end = crlf[0 : 2 * n : 2], crlf[1 : 2 * n : 2]
+    line_start = np.empty(n, np.int64)
+    line_start[0] = 0
+    line_start[1:] = payload_end[:-1] + 2
+    length = line_end - line_start
+    n = _first((length < _SHORTEST_LINE) | (length > MAX_CONTROL_LINE))
     if n:
-        wrong = pc.index(pc.equal(pc.cast(sizes.view(pa.string()), pa.int64()), pc.binary_length(payloads)), False)
-        if wrong.as_py() >= 0:
-            n = wrong.as_py()
-            lines, payloads, subjects, replies = (a.slice(0, n) for a in (lines, payloads, subjects, replies))
+        n = _first((whole[line_start[:n, None] + np.arange(4)] != np.frombuffer(b"MSG ", np.uint8)).any(axis=1))
     if not n:
         return 0, None
-    used = pc.sum(pc.binary_length(lines)).as_py() + pc.sum(pc.binary_length(payloads)).as_py() + 4 * n
-    return used, PulledRun(subjects, replies, payloads)
+    raw_buffer = pa.py_buffer(raw)
+    lines = _spans(raw_buffer, line_start[:n] + 4, line_end[:n])  # less "MSG "
+    offsets, chars, line_buffer = _layout(lines)
+    shifted = np.subtract(chars, np.uint8(32), out=_scratch(len(chars), 1))  # below 32 wraps around
+    unprintable = np.greater(shifted, 94, out=_scratch(len(chars), 0).view(np.bool_))
+    if unprintable.any():
+        n = int(np.searchsorted(offsets, np.argmax(unprintable), "right")) - 1
+    spaces = np.flatnonzero(np.equal(chars[: offsets[n]], 32, out=_scratch(int(offsets[n]), 0).view(np.bool_)))
+    firsts, lasts = offsets[:n], offsets[1 : n + 1]
+    if len(spaces) != 3 * n or not (np.all(spaces[0::3] >= firsts) and np.all(spaces[2::3] < lasts)):
+        counts = np.diff(np.searchsorted(spaces, offsets[: n + 1]))
+        n = _first(counts != 3)  # a line of more or fewer words
+        spaces, firsts, lasts = spaces[: 3 * n], firsts[:n], lasts[:n]
+    if not n:
+        return 0, None
+    after_subject, after_sid, after_reply = spaces[0::3], spaces[1::3], spaces[2::3]
+    sids = _spans(line_buffer, after_subject + 1, after_sid).view(pa.string())
+    sizes = _spans(line_buffer, after_reply + 1, lasts).view(pa.string())
+    digits = pc.and_(pc.utf8_is_digit(sids), pc.utf8_is_digit(sizes)).to_numpy(zero_copy_only=False)
+    shaped = (after_subject > firsts) & (after_reply > after_sid + 1) & (lasts - after_reply - 1 <= 9) & digits
+    n = _first(~shaped)  # an empty subject or reply, a sid or size not in digits, a size past what is read in bulk
+    if n:
+        payload_start = line_end[:n] + 2
+        n = _first(pc.cast(sizes.slice(0, n), pa.int64()).to_numpy() != payload_end[:n] - payload_start)
+    if not n:
+        return 0, None
+    subjects = _spans(line_buffer, firsts[:n], after_subject[:n])
+    replies = _spans(line_buffer, after_sid[:n] + 1, after_reply[:n])
+    payloads = _spans(raw_buffer, payload_start[:n], payload_end[:n])
+    return int(payload_end[n - 1]) + 2, PulledRun(subjects, replies, payloads)
 
 
 def _ack_fields(replies: pa.Array) -> tuple[pa.Array, pa.Array] | None:
-    """Stream sequences and time stamps (nanoseconds) from ack replies, or None where they are not all of one
-    form in :data:`_ACK_TOKENS`.  Replies that share the first's tokens up to the sequence (one consumer's,
-    delivered once) are cut there and only the rest split."""
+    """Stream sequences and time stamps (nanoseconds, as text) from ack replies, or None where they are not all
+    of one form in :data:`_ACK_TOKENS`.  Every dot is found in one scan; where each reply has as many as the
+    first, the fields are cut between the dots at their places."""
+    import numpy as np
     import pyarrow.compute as pc
 
-    tokens = replies[0].as_py().split(b".")
-    places = _ACK_TOKENS.get(len(tokens))
-    if places is not None:
-        head = b".".join(tokens[: places[0]]) + b"."
-        if pc.all(pc.starts_with(replies, head.decode("ascii", "replace"))).as_py():
-            rest = pc.split_pattern(pc.binary_slice(replies, len(head), 1 << 30), ".")
-            counts = pc.min_max(pc.list_value_length(rest)).as_py()
-            if counts["min"] == counts["max"] == len(tokens) - places[0]:
-                width, flat = counts["min"], rest.values
-                n = len(replies)
-                return flat.take(_every(width, 0, n)), flat.take(_every(width, places[1] - places[0], n))
+    n = len(replies)
+    offsets, chars, values = _layout(replies)
+    tail = chars[offsets[0] :]
+    dots = np.flatnonzero(np.equal(tail, 46, out=_scratch(len(tail), 0).view(np.bool_))) + offsets[0]
+    each = int(np.searchsorted(dots, offsets[1]))  # the first reply's dots
+    places = _ACK_TOKENS.get(each + 1)
+    if (places is not None and len(dots) == each * n and np.all(dots[0::each] >= offsets[:-1])
+            and np.all(dots[each - 1 :: each] < offsets[1:])):  # each reply has exactly ``each`` dots
+        sequence, stamp = (_spans(values, dots[place - 1 :: each] + 1, dots[place::each]) for place in places)
+        return sequence, stamp
     split = pc.split_pattern(replies, ".")
     counts = pc.min_max(pc.list_value_length(split)).as_py()
     places = _ACK_TOKENS.get(counts["min"]) if counts["min"] == counts["max"] else None
@@ -292,16 +363,14 @@ def _ack_fields(replies: pa.Array) -> tuple[pa.Array, pa.Array] | None:
     return pc.list_element(split, places[0]), pc.list_element(split, places[1])
 
 
-def runs_to_batch(
-    runs: Sequence[PulledRun], stream: str, last: int, subject_regex: str | None = None
+def run_to_batch(
+    run: PulledRun, stream: str, last: int, subject_regex: str | None = None
 ) -> tuple[pa.RecordBatch, int, pa.Array]:
-    """:func:`deliveries_to_batch` for runs :func:`cut_deliveries` cut, in order."""
+    """:func:`deliveries_to_batch` for a run :func:`cut_deliveries` cut."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    subjects = pa.concat_arrays([r.subjects for r in runs])
-    replies = pa.concat_arrays([r.replies for r in runs])
-    payloads = pa.concat_arrays([r.payloads for r in runs])
+    subjects, replies, payloads = run.subjects, run.replies, run.payloads
     fields = _ack_fields(replies)
     if fields is None:
         args = [b"%s 1 %s" % pair for pair in zip(subjects.to_pylist(), replies.to_pylist(), strict=True)]
@@ -321,20 +390,15 @@ def parts_to_batches(
     parts: Sequence[Cut | Run], stream: str, last: int, subject_regex: str | None = None
 ) -> list[tuple[pa.RecordBatch, int, pa.Array]]:
     """One pull's messages (:meth:`~jsclient.jetstream.bulk.BulkReader.pull_runs` with :func:`cut_deliveries`)
-    as record batches, in order: each stretch of runs one batch, each part the reader's parser cut another."""
+    as record batches, in order: each run one batch (its columns as cut, not copied again), and each part the
+    reader's parser cut another."""
     out = []
-    runs: list[PulledRun] = []
     for part in parts:
-        if not isinstance(part, Cut):
+        if isinstance(part, Cut):
+            out.append(deliveries_to_batch(part.args, part.headers, part.payloads, stream, last, subject_regex))
+        else:
             assert isinstance(part, PulledRun)  # the cutter's
-            runs.append(part)
-            continue
-        if runs:
-            out.append(runs_to_batch(runs, stream, last, subject_regex))
-            runs = []
-        out.append(deliveries_to_batch(part.args, part.headers, part.payloads, stream, last, subject_regex))
-    if runs:
-        out.append(runs_to_batch(runs, stream, last, subject_regex))
+            out.append(run_to_batch(part, stream, last, subject_regex))
     return out
 
 
@@ -433,5 +497,5 @@ def stored_to_batch(rows: Sequence[StoredMessage]) -> pa.RecordBatch:
 __all__ = [
     "MARKER_REASON", "SCHEMA",
     "PulledRun", "arrow_schema", "cut_deliveries", "deliveries_to_batch", "header_map", "parts_to_batches",
-    "replies_to_batch", "runs_to_batch", "stored_to_batch", "subject_filter_regex",
+    "replies_to_batch", "run_to_batch", "stored_to_batch", "subject_filter_regex",
 ]

@@ -513,7 +513,8 @@ class _AtomicTask:
 class _Shared:
     """The pieces of member frames 1..CHUNK_ROWS that depend on the member's place alone, made once per process
     and batch id length: header block sizes without the member's own lines (``sizes``, and as `` <size> ``
-    text, ``size_texts``), and each block's end from its sequence on (``tails``)."""
+    text, ``size_texts``), and each block's end from its sequence on (``tails``); and the frames' constant
+    pieces as Arrow scalars (``pieces``: ``HPUB ``, a space, CRLF and nothing)."""
 
     def __init__(self, id_len: int) -> None:
         import pyarrow as pa
@@ -523,43 +524,42 @@ class _Shared:
         self.sizes = pa.array([fixed + len(seq) for seq in seqs], pa.int64())
         self.size_texts = pa.array([b" %d " % (fixed + len(seq)) for seq in seqs], pa.binary())
         self.tails = pa.array([_SEQ_HEAD + seq + _BLOCK_TAIL for seq in seqs], pa.binary())
+        self.pieces = [pa.scalar(piece, pa.binary()) for piece in (b"HPUB ", b" ", b"\r\n", b"")]
 
 
 _shared: dict[int, _Shared] = {}
 
 
-def member_frames(rows: Columns, batch_id: bytes) -> bytes:
+def member_frames(rows: Columns, batch_id: bytes) -> memoryview:
     """The HPUB frames of batch members 1..len(rows) (at most CHUNK_ROWS) of batch ``batch_id``, back to back,
     as :func:`jsclient.jetstream.batch.member_frame` makes each (subjects and lines already checked), joined by
-    Arrow kernels: a handful of calls for the whole chunk, what depends on a member's place made once."""
+    Arrow kernels: a handful of calls for the whole chunk, what depends on a member's place made once.  The
+    frames are a view of the Arrow array's bytes, which the connection copies once, into its buffer."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = len(rows)
     shared = _shared.get(len(batch_id)) or _shared.setdefault(len(batch_id), _Shared(len(batch_id)))
     sizes, tails = shared.sizes.slice(0, n), shared.tails.slice(0, n)
+    op, space, crlf, nothing = shared.pieces
 
     def text(numbers: pa.Array) -> pa.Array:
         return pc.cast(numbers, pa.string()).cast(pa.binary())
 
-    def const(value: bytes) -> pa.Scalar:
-        return pa.scalar(value, pa.binary())
-
     lines = rows.header_lines
     if lines is None:  # the block's size depends on the member's place alone
         total = pc.add(sizes, pc.binary_length(rows.payloads))
-        parts = [shared.size_texts.slice(0, n), text(total), const(b"\r\n" + _BLOCK_HEAD + _ID_HEAD + batch_id)]
+        head = pa.scalar(b"\r\n" + _BLOCK_HEAD + _ID_HEAD + batch_id, pa.binary())
+        parts = [shared.size_texts.slice(0, n), text(total), head]
     else:
         block = pc.add(sizes, pc.binary_length(lines))
         total = pc.add(block, pc.binary_length(rows.payloads))
-        parts = [const(b" "), text(block), const(b" "), text(total), const(b"\r\n" + _BLOCK_HEAD), lines,
-                 const(_ID_HEAD + batch_id)]
-    frames = pc.binary_join_element_wise(const(b"HPUB "), rows.subjects, *parts, tails, rows.payloads,
-                                         const(b"\r\n"), const(b""))
+        parts = [space, text(block), space, text(total), pa.scalar(b"\r\n" + _BLOCK_HEAD, pa.binary()), lines,
+                 pa.scalar(_ID_HEAD + batch_id, pa.binary())]
+    frames = pc.binary_join_element_wise(op, rows.subjects, *parts, tails, rows.payloads, crlf, nothing)
     offsets = memoryview(frames.buffers()[1]).cast("i")  # int32, as a binary array keeps them
     first, last = offsets[frames.offset], offsets[frames.offset + n]
-    out: bytes = frames.buffers()[2][first:last].to_pybytes()
-    return out
+    return memoryview(frames.buffers()[2]).cast("B")[first:last]
 
 
 # -- msgid mode ----------------------------------------------------------------------
