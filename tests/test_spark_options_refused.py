@@ -4,7 +4,9 @@
   without ``allow_direct`` the read is refused when it is planned, and no
   consumer of the reader's touches the stream.
 * An option that does not apply to the kind of read is refused by name,
-  with the option to use instead (never silently ignored).
+  with the option to use instead (never silently ignored); so is a read's
+  option given to a write, and the sink's given to a read, even at its
+  default value.
 * ``jsclient.spark.connection`` takes a mapping of option keys.
 * Which mode the sink writes in, for each way of naming the target.
 """
@@ -143,6 +145,55 @@ def test_a_streaming_read_refuses_batch_options_by_name(
         )
         query.awaitTermination(120)
     assert not (tmp_path / "cp" / "commits" / "0").exists()  # no micro-batch ran
+
+
+@pytest.mark.parametrize(
+    ("side", "key", "value"),
+    [
+        ("write", "startingSequence", "3"),
+        ("write", "minPartitions", "1"),  # at its default value: given, so refused all the same
+        ("write", "subjects", "w.>"),
+        ("write", "failOnDataLoss", "true"),
+        ("stream write", "maxMessagesPerTrigger", "10"),
+        ("stream write", "startingOffsets", "earliest"),
+        ("read", "maxPending", "4000"),
+        ("read", "subject", "w.x"),
+        ("read", "commitPrefix", "_jsclient.commits.W"),
+        ("stream read", "subject", "w.x"),
+        ("read", "includeContent", "true"),
+    ],
+)
+def test_a_read_refuses_the_sinks_options_and_a_write_the_reads(
+    spark: Any, server: NatsServer, js: jsclient.JetStream, tmp_path: Path, side: str, key: str, value: str
+) -> None:
+    """Each refused when the read is planned or the write or query starts: nothing is read or written."""
+    if "W" not in js.stream_names():
+        js.add_stream(name="W", subjects=["w.>", "_jsclient.commits.W.>"], allow_direct=True, allow_atomic=True)
+        js.publish("w.x", b"0")
+    says = rf"option {key} (does not apply to a (read of|write to) a stream|applies to object stores)"
+    rows = spark.range(5).selectExpr("'w.x' as subject", "cast(cast(id as string) as binary) as data")
+    with pytest.raises(Exception, match=says) as refused:
+        if side == "write":
+            rows.write.format("jetstream").option("servers", server.url).option("stream", "W").option(
+                key, value).mode("append").save()
+        elif side == "read":
+            spark.read.format("jetstream").option("servers", server.url).option("stream", "W").option(
+                key, value).load().collect()
+        else:
+            if side == "stream read":
+                frame = spark.readStream.format("jetstream").option("servers", server.url).option(
+                    "stream", "W").option(key, value).load().selectExpr("subject", "data")
+                writer = frame.writeStream.format("memory").queryName(f"refused_read_{key.lower()}")
+            else:
+                frame = spark.readStream.format("rate").option("rowsPerSecond", 10).load().selectExpr(
+                    "'w.x' as subject", "cast(cast(value as string) as binary) as data")
+                writer = frame.writeStream.format("jetstream").option("servers", server.url).option(
+                    "stream", "W").option(key, value)
+            writer.option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start(
+            ).awaitTermination(120)
+    assert "stage failure" not in str(refused.value)  # refused before any task ran
+    assert js.stream_info("W").state.messages == 1  # nothing written
+    assert not (tmp_path / "cp" / "commits" / "0").exists()
 
 
 def test_the_option_parser_keeps_startingoffsets_unset_apart_from_earliest() -> None:

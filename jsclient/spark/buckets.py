@@ -93,7 +93,7 @@ class BucketTarget:
         subjects = tuple(prefix + key for key in opts.keys) or (prefix + ">",)
         stream_opts = dataclasses.replace(
             opts, bucket=None, keys=(), as_of_revision=None, include_deletes=False, stream=kv.stream,
-            subjects=() if writing else subjects,
+            subjects=() if writing else subjects, given=frozenset(),  # the user's options were checked as a bucket's
         )
         return cls(bucket, kv.stream, prefix, stream_opts)
 

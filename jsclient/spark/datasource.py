@@ -30,6 +30,17 @@ def pushes_by_default() -> bool:
     return hasattr(DataSourceReader, "pushLimit")
 
 
+#: Options a read of a stream does not use: the sink's.
+_NOT_READ = {"subject": "subject", "max_pending": "maxPending", "commit_prefix": "commitPrefix"}
+#: Options a write to a stream does not use: the reads'.
+_NOT_WRITTEN = {
+    "subjects": "subjects", "starting_sequence": "startingSequence", "starting_time": "startingTime",
+    "ending_sequence": "endingSequence", "ending_time": "endingTime", "min_partitions": "minPartitions",
+    "batch_size": "batchSize", "starting_offsets": "startingOffsets",
+    "max_messages_per_trigger": "maxMessagesPerTrigger", "fail_on_data_loss": "failOnDataLoss",
+}
+
+
 def refuse_overwrite(overwrite: bool) -> None:
     """A batch write adds messages, revisions or objects and replaces nothing, so mode("overwrite") is refused."""
     if overwrite:
@@ -68,6 +79,7 @@ class JetStreamDataSource(DataSource):
         pushing = self.pushing()
         if self.parsed.bucket:
             return buckets.BucketReader(self.parsed) if pushing else buckets.UnpushedBucketReader(self.parsed)
+        self.parsed.refuse_unused(_NOT_READ, "a read of a stream (it filters with subjects)")
         return BatchReader(self.parsed) if pushing else UnpushedBatchReader(self.parsed)
 
     def refuse_pushdown_option(self, what: str) -> None:
@@ -92,6 +104,7 @@ class JetStreamDataSource(DataSource):
             raise InvalidArgumentError("an object store is read in batch only (spark.read), not as a stream")
         if self.parsed.bucket:
             return buckets.change_reader(self.parsed)
+        self.parsed.refuse_unused(_NOT_READ, "a read of a stream (it filters with subjects)")
         return StreamReader(self.parsed)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
@@ -101,6 +114,7 @@ class JetStreamDataSource(DataSource):
             return objects.ObjectWriter(self.parsed, schema)
         if self.parsed.bucket:
             return buckets.BucketWriter(self.parsed, schema)
+        self.parsed.refuse_unused(_NOT_WRITTEN, "a write to a stream")
         return BatchWriter(self.parsed, schema)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
@@ -110,6 +124,7 @@ class JetStreamDataSource(DataSource):
             raise InvalidArgumentError("an object store is written in batch only (df.write), not as a stream")
         if self.parsed.bucket:
             return buckets.BucketStreamWriter(self.parsed, schema)
+        self.parsed.refuse_unused(_NOT_WRITTEN, "a write to a stream")
         return StreamWriter(self.parsed, schema)
 
 

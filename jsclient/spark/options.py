@@ -101,6 +101,8 @@ class SparkOptions:
         filter_pushdown: Whether a batch read of a stream or a bucket takes the filters Spark pushes (option
             ``filterPushdown``); ``None``, where Spark keeps a pushed read with its one query (see
             :doc:`/guides/spark-pushdown`).
+        given: The fields :meth:`parse` found among the option keys, so that an option given at its default
+            value is still one that was given (and refused where it does not apply).
     """
 
     servers: str = "nats://127.0.0.1:4222"
@@ -137,6 +139,7 @@ class SparkOptions:
     object_store: str | None = None
     include_content: bool = True
     filter_pushdown: bool | None = None
+    given: frozenset[str] = dataclasses.field(default=frozenset(), repr=False, compare=False)
 
     #: Spark option key (lower-cased) -> field name.
     KEYS = {
@@ -200,7 +203,7 @@ class SparkOptions:
                 known = ", ".join(sorted(set(cls.KEYS)))
                 raise InvalidArgumentError(f"unknown jetstream option {raw_key!r}; known options: {known}")
             fields[name] = cls._convert(name, raw_key, value)
-        return cls(**fields)
+        return cls(**fields, given=frozenset(fields))
 
     @staticmethod
     def _convert(name: str, key: str, value: Any) -> Any:
@@ -254,20 +257,18 @@ class SparkOptions:
         for store in (self.bucket, self.object_store):
             if store:
                 check_bucket(store)
-        stream_only = (("subjects", self.subjects), ("subject", self.subject), ("commitPrefix", self.commit_prefix))
+        stream_only = (("subjects", "subjects"), ("subject", "subject"), ("commitPrefix", "commit_prefix"))
         if self.bucket or self.object_store:
-            for name, value in stream_only:
-                if value:
+            for name, field in stream_only:
+                if self._is_set(field):
                     instead = " (use keys)" if name == "subjects" and self.bucket else ""
                     raise InvalidArgumentError(f"option {name} applies to streams, not to {named[0]}s{instead}")
         if not self.bucket:
-            bucket_only: tuple[tuple[str, object], ...] = (
-                ("keys", self.keys), ("asOfRevision", self.as_of_revision), ("includeDeletes", self.include_deletes)
-            )
-            for option, given in bucket_only:
-                if given:
+            bucket_only = (("keys", "keys"), ("asOfRevision", "as_of_revision"), ("includeDeletes", "include_deletes"))
+            for option, field in bucket_only:
+                if self._is_set(field):
                     raise InvalidArgumentError(f"option {option} applies to buckets (option bucket)")
-        if not self.object_store and not self.include_content:
+        if not self.object_store and self._is_set("include_content"):
             raise InvalidArgumentError("option includeContent applies to object stores (option objectStore)")
         if self.object_store and self.filter_pushdown is not None:
             raise InvalidArgumentError("option filterPushdown applies to streams and buckets, not to objectStores")
@@ -285,10 +286,14 @@ class SparkOptions:
         Raises:
             InvalidArgumentError: One of them is set; the message names it and ``what``.
         """
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for field, key in unused.items():
-            if getattr(self, field) != defaults[field]:
+            if self._is_set(field):
                 raise InvalidArgumentError(f"option {key} does not apply to {what}")
+
+    def _is_set(self, field: str) -> bool:
+        """Whether the option of ``field`` was given (even at its default value) or holds another value."""
+        default = next(f.default for f in dataclasses.fields(self) if f.name == field)
+        return field in self.given or getattr(self, field) != default
 
     def require_stream(self) -> str:
         """The ``stream`` option, which a read needs.
