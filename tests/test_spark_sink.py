@@ -429,6 +429,18 @@ def test_the_cutter_ends_its_run_at_the_first_line_each_check_refuses() -> None:
     assert batch.column("subject").to_pylist()[:2] == ["s.1", "s.2"]
 
 
+def test_a_message_larger_than_the_kept_scratch_is_cut_whole_and_leaves_no_large_array_behind() -> None:
+    """Server-free: the cutter's reused arrays stay bounded after bytes gathered around one large message."""
+    from jsclient.spark import arrow
+
+    data = bytes(range(256)) * (9 << 12)  # 9 MiB, every byte value
+    assert len(data) > arrow._SCRATCH_KEPT
+    wire = b"MSG big 1 $JS.ACK.S.C.1.1.1.1700000000000001000.0 %d\r\n%s\r\nPING\r\n" % (len(data), data)
+    taken, run = arrow.cut_deliveries(wire)
+    assert taken == len(wire) - len(b"PING\r\n") and run is not None and run.payloads[0].as_py() == data
+    assert max(len(a) for a in arrow._cache.scratch) <= arrow._SCRATCH_KEPT
+
+
 def test_ack_replies_of_mixed_forms_give_their_sequences_and_times() -> None:
     """Server-free: replies whose dots are found in one scan are cut at fixed places only when every reply has
     as many as the first; replies of two forms, or the same count of dots spread unevenly, take the slower

@@ -204,15 +204,21 @@ class PulledRun:
 _cache = threading.local()  # this thread's reusable arrays (a fresh large one costs the kernel a page fault a page)
 
 
+#: Scratch arrays are kept up to this size; a larger one (bytes gathered around one large message) is not kept.
+_SCRATCH_KEPT = 8 << 20
+
+
 def _scratch(n: int, slot: int) -> npt.NDArray[np.uint8]:
     """``n`` bytes of this thread's scratch array ``slot`` (0 or 1), reused from call to call."""
     import numpy as np
 
+    if n > _SCRATCH_KEPT:
+        return np.empty(n, np.uint8)
     arrays: list[npt.NDArray[np.uint8]] | None = getattr(_cache, "scratch", None)
     if arrays is None:
         arrays = _cache.scratch = [np.empty(0, np.uint8), np.empty(0, np.uint8)]
     if len(arrays[slot]) < n:
-        arrays[slot] = np.empty(max(n, 2 * len(arrays[slot])), np.uint8)
+        arrays[slot] = np.empty(min(max(n, 2 * len(arrays[slot])), _SCRATCH_KEPT), np.uint8)
     return arrays[slot][:n]
 
 
