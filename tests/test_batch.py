@@ -108,7 +108,10 @@ def test_members_leave_from_the_publishing_thread_and_the_flusher_sends_the_rest
 ) -> None:
     """A batch's member frames go to the socket from the thread that publishes them, before the call goes on
     (``publish_encoded(send_now=True)``), unless the flusher is sending at that moment: a large block wakes no
-    other thread.  Frames queued without it are sent by the flusher."""
+    other thread.  Frames queued without it are sent by the flusher.
+
+    The sockets' ``sendall`` is wrapped only to see which thread sends; it calls the real one, and the server
+    is a real nats-server: nothing is faked."""
     import socket
     import threading
     import time
