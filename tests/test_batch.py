@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import jsclient
@@ -104,48 +106,66 @@ def test_an_interrupted_batch_is_never_committed(server: NatsServer, atomic: jsc
 
 
 def test_members_leave_from_the_publishing_thread_and_the_flusher_sends_the_rest(
-    server: NatsServer, atomic: jsclient.JetStream, monkeypatch: pytest.MonkeyPatch
+    server: NatsServer, atomic: jsclient.JetStream
 ) -> None:
     """A batch's member frames go to the socket from the thread that publishes them, before the call goes on
     (``publish_encoded(send_now=True)``), unless the flusher is sending at that moment: a large block wakes no
     other thread.  Frames queued without it are sent by the flusher.
 
-    The sockets' ``sendall`` is wrapped only to see which thread sends; it calls the real one, and the server
-    is a real nats-server: nothing is faked."""
+    Which thread calls a socket's ``sendall`` is seen with a profile hook (``sys.setprofile``), which replaces
+    nothing: the client and the server are the real ones."""
     import socket
+    import sys
     import threading
     import time
 
-    sent: list[tuple[str, int]] = []
-    real = socket.socket.sendall
+    senders: list[str] = []  # a thread's name, with " in publish_encoded" while that call is under way
 
-    def spy(sock: socket.socket, data: bytes, *args: int) -> None:
-        sent.append((threading.current_thread().name, len(data)))
-        real(sock, data, *args)
+    def watch(frame: Any, event: str, arg: object) -> None:
+        if event == "c_call" and getattr(arg, "__name__", "") == "sendall" and isinstance(
+            getattr(arg, "__self__", None), socket.socket
+        ):
+            inside = False
+            while frame is not None and not inside:
+                inside, frame = frame.f_code.co_name == "publish_encoded", frame.f_back
+            senders.append(threading.current_thread().name + (" in publish_encoded" if inside else ""))
+
+    def sent_during(action: object) -> list[str]:
+        senders.clear()
+        sys.setprofile(watch)
+        try:
+            action()  # type: ignore[operator]
+        finally:
+            sys.setprofile(None)
+        time.sleep(0.2)  # what the flusher was woken for has gone by now
+        return list(senders)
 
     here = threading.current_thread().name
-    monkeypatch.setattr(socket.socket, "sendall", spy)  # before connecting: a link binds its socket's sendall
-    with jsclient.connect(server.url) as nc:
-        js = nc.jetstream()
-        for _ in range(10):
-            assert js.publish_batch([("atom.t", b"x" * 100)] * 500).count == 500
-    members = [name for name, n in sent if n > 50_000]
-    assert len(members) == 10 and members.count(here) >= 6, members
+    threading.setprofile(watch)  # the connections' threads, started from here on, are watched too
+    try:
+        with jsclient.connect(server.url) as nc:
+            js = nc.jetstream()
+            js.publish_batch([("atom.t", b"x")])
+            members_first = []
+            for _ in range(10):
+                members_first.append(sent_during(lambda: js.publish_batch([("atom.t", b"x" * 100)] * 500)))
+            # The members left before publish_encoded returned, from here, not when the commit was waited for.
+            assert sum(1 for who in members_first if f"{here} in publish_encoded" in who) >= 6, members_first
 
-    with jsclient.connect(server.url) as other:
-        sub = other.subscribe("enc.>")
-        other.flush()
-        time.sleep(0.1)  # the flusher back asleep after sending the PING (it would hold the send lock a moment)
-        frames = b"".join(b"PUB enc.%d 1\r\nx\r\n" % i for i in range(1000))
-        sent.clear()
-        for _ in range(10):
-            other.publish_encoded(frames, messages=1000, payload_bytes=1000, send_now=True)
-        assert [name for name, n in sent if n >= len(frames)].count(here) >= 6, sent
-        sent.clear()
-        for _ in range(10):
-            other.publish_encoded(frames, messages=1000, payload_bytes=1000)
-        assert [sub.next_msg(timeout=5).subject for _ in range(20_000)][-1] == "enc.999"
-        assert here not in [name for name, n in sent if n >= len(frames)], sent
+        with jsclient.connect(server.url) as other:
+            sub = other.subscribe("enc.>")
+            other.flush()
+            time.sleep(0.1)  # the flusher back asleep after sending the PING (it would hold the send lock a moment)
+            frames = b"".join(b"PUB enc.%d 1\r\nx\r\n" % i for i in range(1000))
+            now = sent_during(lambda: [other.publish_encoded(frames, messages=1000, payload_bytes=1000, send_now=True)
+                                       for _ in range(10)])
+            assert now.count(f"{here} in publish_encoded") >= 6, now
+            later = sent_during(lambda: [other.publish_encoded(frames, messages=1000, payload_bytes=1000)
+                                         for _ in range(10)])
+            assert [sub.next_msg(timeout=5).subject for _ in range(20_000)][-1] == "enc.999"
+            assert not [who for who in later if who.startswith(here)] and "jsclient-flusher" in later, later
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
 
 
 #: Where the link breaks (the frame the proxy cuts at, and whether it forwards that frame), what the call may
