@@ -46,7 +46,7 @@ from .deprecation import renamed_keywords
 from .errors import ConnectionClosedError, InvalidArgumentError
 from .headers import HeadersInput
 from .message import Msg
-from .options import CREDENTIALS, OPTION_DEFAULTS, Options, mask_url
+from .options import CREDENTIALS, OPTION_DEFAULTS, Options, mask_url, refuse_unknown
 from .payload import as_bytes as _as_bytes
 from .protocol import PubEncoder, check_queue_name, check_subscribe_subject
 from .release import ServerVersion, announced
@@ -281,8 +281,7 @@ class Connection:
         **unknown: Never,
     ) -> None:
         """As :func:`jsclient.connect` (same keywords); ``servers`` may also be an Options, as ``options=``."""
-        if unknown:  # a type checker flags these at the call; at run time they are a jsclient.Error
-            raise InvalidArgumentError(f"unknown connection option(s): {', '.join(sorted(unknown))}")
+        refuse_unknown(unknown)  # a type checker flags these at the call; at run time they are a jsclient.Error
         options, credentials = _options_and_credentials(servers, options, locals(), user_jwt_cb, signature_cb)
         for name, cb in (
             ("error_cb", error_cb),

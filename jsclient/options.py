@@ -10,6 +10,8 @@ thread may read it without a lock.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -154,6 +156,14 @@ class Options:
     ws_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     ws_compression: bool = False
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Options:
+        """Refuses what the generated ``__init__`` would refuse with a bare TypeError (a positional value, an
+        unknown name) with a :class:`jsclient.Error`, like every other bad option."""
+        if args:
+            raise InvalidArgumentError("Options takes keywords only: Options(servers=...), or Options.build(url, ...)")
+        refuse_unknown(kwargs)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         servers: Any = self.servers
         if isinstance(servers, str):
@@ -261,9 +271,7 @@ class Options:
         Raises:
             InvalidArgumentError: An unknown field name, ``options`` that is not an Options, or a bad value.
         """
-        unknown = sorted(set(kwargs) - set(vars(OPTION_DEFAULTS)))
-        if unknown:
-            raise InvalidArgumentError(f"unknown connection option(s): {', '.join(unknown)}")
+        refuse_unknown(kwargs)
         given = {name: value for name, value in kwargs.items() if not isinstance(value, _NotGiven)}
         if servers is not None:
             given["servers"] = servers  # a str or list is normalised to a tuple by __post_init__
@@ -283,10 +291,21 @@ class Options:
             The new Options, checked as a new one is.
 
         Raises:
-            InvalidArgumentError: A bad value (named).
-            TypeError: An unknown field name.
+            InvalidArgumentError: An unknown field name or a bad value (named).
         """
         return dataclasses.replace(self, **changes)
+
+
+def refuse_unknown(names: Iterable[str]) -> None:
+    """InvalidArgumentError naming each name that is no field of Options, with the field it is closest to."""
+    fields = [f.name for f in dataclasses.fields(Options)]
+    unknown = sorted(set(names) - set(fields))
+    if unknown:
+        named = []
+        for name in unknown:
+            near = difflib.get_close_matches(name, fields, n=1)
+            named.append(f"{name} (did you mean {near[0]}?)" if near else name)
+        raise InvalidArgumentError(f"unknown connection option(s): {', '.join(named)}")
 
 
 def normalise_url(url: Any) -> str:

@@ -180,6 +180,13 @@ def test_a_misspelt_keyword_is_an_error_naming_it() -> None:
         jsclient.Connection("nats://127.0.0.1:1", **{"nmae": "x"})
     with pytest.raises(jsclient.InvalidArgumentError, match="nmae"):  # **kwargs still checked at run time
         jsclient.Options.build("nats://127.0.0.1:1", **{"nmae": "x"})
+    # Options made directly, or changed, say the same, and name the field that was meant.
+    with pytest.raises(jsclient.InvalidArgumentError, match=r"nmae \(did you mean name\?\)"):
+        jsclient.Options(**{"nmae": "x"})
+    with pytest.raises(jsclient.InvalidArgumentError, match=r"servrs \(did you mean servers\?\)"):
+        jsclient.Options().replace(servrs="nats://127.0.0.1:1")
+    with pytest.raises(jsclient.InvalidArgumentError, match="keywords only"):
+        jsclient.Options(*["nats://127.0.0.1:1"])
 
 
 def test_mypy_refuses_a_misspelt_keyword_and_a_wrong_type(tmp_path: Path) -> None:
