@@ -519,4 +519,10 @@ def spark_notes(saved: dict[str, Any]) -> list[str]:
             f"{stream['cpu ratio']:.2f}x "
             f"({min(spread):.2f}-{max(spread):.2f} over rounds; target <= {SPARK_CPU_TARGET:.1f}x)"
         )
+        less_jit = stream.get("cpu ratio less JIT rounds")
+        if less_jit:
+            out.append(
+                f"of which the JVM's JIT compiler threads: {us(stream.get('jit_us'))} µs per row, the bound's "
+                f"{us(floor.get('jit_us'))}; without them, {min(less_jit):.2f}-{max(less_jit):.2f}x over rounds"
+            )
     return out

@@ -26,7 +26,9 @@ Every row's CPU is measured over its timed part from ``/proc``, in two
 parts: nats-server's, and everything else this process started (itself,
 Spark's JVM and its Python workers: the CPU of every live process of the
 tree, with what its ended children left in its ``cutime``/``cstime``), per
-row.  Prints rows/s, the ratio of each Spark row to its baseline and both
+row.  Of the first part, the JVM's JIT compiler threads' share is kept
+apart too: it moves between rounds by more than the rows' differences.
+Prints rows/s, the ratio of each Spark row to its baseline and both
 CPU figures; ``--json FILE`` also keeps every round's figures with the
 versions (jsclient, pyspark, nats-server, Python, Java), the machine and
 the date, as ``make bench --json`` does (``make bench-spark`` writes
@@ -81,8 +83,45 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), sum(int(f) for f in fields[11:15]) / TICKS
 
 
-def cpu_split(server_pid: int) -> tuple[float, float]:
-    """CPU seconds so far of this process's tree less nats-server's subtree, and of nats-server.
+#: Thread names (as /proc shows them, cut to 15 characters) of the JVM's JIT compilers.
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def _jit_threads(pid: int) -> dict[int, float]:
+    """CPU seconds so far of each JIT compiler thread of process ``pid``, by thread id (none for other programs)."""
+    out: dict[int, float] = {}
+    try:
+        tasks = list(os.scandir(f"/proc/{pid}/task"))
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            text = Path(task.path, "stat").read_text()
+        except OSError:
+            continue
+        if text[text.find("(") + 1 : text.rfind(")")] in JIT_THREADS:
+            fields = text[text.rfind(")") + 2 :].split()
+            out[int(task.name)] = (int(fields[11]) + int(fields[12])) / TICKS
+    return out
+
+
+@dataclass(frozen=True)
+class Reading:
+    """CPU seconds so far: of this process's tree less nats-server's subtree (``tree``), of nats-server, and of
+    each JIT compiler thread of the tree (``jit``, by thread id)."""
+
+    tree: float
+    server: float
+    jit: dict[int, float]
+
+    def jit_since(self, before: Reading) -> float:
+        """The compiler threads' CPU seconds since ``before``; a thread that ended between the two is missed,
+        so this is at least what they took."""
+        return sum(seconds - before.jit.get(tid, 0.0) for tid, seconds in self.jit.items())
+
+
+def cpu_split(server_pid: int) -> Reading:
+    """CPU so far of this process's tree, split as :class:`Reading` says.
 
     Every live process of the tree counts with its ended and reaped
     children (``cutime``/``cstime``), so a Python worker that exits between
@@ -93,24 +132,28 @@ def cpu_split(server_pid: int) -> tuple[float, float]:
     for pid, (parent, _) in stats.items():
         children.setdefault(parent, []).append(pid)
     tree = 0.0
+    jit: dict[int, float] = {}
     todo = [os.getpid()]
     while todo:
         pid = todo.pop()
         if pid == server_pid or pid not in stats:
             continue
         tree += stats[pid][1]
+        jit.update(_jit_threads(pid))
         todo.extend(children.get(pid, ()))
     server = stats.get(server_pid)
-    return tree, server[1] if server else 0.0
+    return Reading(tree, server[1] if server else 0.0, jit)
 
 
 @dataclass(frozen=True)
 class Round:
-    """One timed run of a row: rows per second, and CPU microseconds per row outside nats-server and in it."""
+    """One timed run of a row: rows per second, and CPU microseconds per row outside nats-server and in it, and
+    the JIT compilers' part of the first."""
 
     rate: float
     cpu_us: float
     server_us: float
+    jit_us: float
 
 
 def main() -> None:
@@ -144,14 +187,16 @@ def main() -> None:
         server_pid = server.proc.pid
 
         def timed(name: str, count: int, run: Callable[[], object]) -> None:
-            tree, served = cpu_split(server_pid)
+            before = cpu_split(server_pid)
             start = time.perf_counter()
             run()
             wall = time.perf_counter() - start
-            tree_after, served_after = cpu_split(server_pid)
-            rounds.setdefault(name, []).append(
-                Round(count / wall, (tree_after - tree) * 1e6 / count, (served_after - served) * 1e6 / count)
-            )
+            after = cpu_split(server_pid)
+            per_row = 1e6 / count
+            rounds.setdefault(name, []).append(Round(
+                count / wall, (after.tree - before.tree) * per_row, (after.server - before.server) * per_row,
+                after.jit_since(before) * per_row,
+            ))
 
         js = nc.jetstream(timeout=60)
         js.add_stream(name="SRC", subjects=["src.*"], storage="memory", allow_direct=True)
@@ -357,7 +402,7 @@ def summary(rounds: dict[str, list[Round]]) -> dict[str, dict[str, Any]]:
     """What the JSON keeps of each row: the median rate, CPU per row outside nats-server and in it, and every
     round's; its baseline, the ratio to it (of the medians) and each round's ratio (the row's rate over its
     baseline's in the same round); a write's ratio to the plain loop; the streaming row's CPU (outside the
-    server) over the bound's, of the medians and in each round."""
+    server) over the bound's, of the medians and in each round, and in each round without the JIT compilers'."""
 
     def median(name: str, field: str) -> float:
         return float(statistics.median(getattr(r, field) for r in rounds[name]))
@@ -371,6 +416,7 @@ def summary(rounds: dict[str, list[Round]]) -> dict[str, dict[str, Any]]:
             "rate": median(name, "rate"), "rounds": [r.rate for r in got],
             "cpu_us": median(name, "cpu_us"), "cpu_us rounds": [r.cpu_us for r in got],
             "server_us": median(name, "server_us"), "server_us rounds": [r.server_us for r in got],
+            "jit_us": median(name, "jit_us"), "jit_us rounds": [r.jit_us for r in got],
         }
         base = report.spark_baseline(name)
         if base is not None and base in rounds:
@@ -384,6 +430,10 @@ def summary(rounds: dict[str, list[Round]]) -> dict[str, dict[str, Any]]:
         if name == STREAM and BOUND in rounds:
             row["cpu ratio"] = row["cpu_us"] / median(BOUND, "cpu_us")
             row["cpu ratio rounds"] = per_round(name, BOUND, "cpu_us")
+            less_jit = [(r.cpu_us - r.jit_us) / (b.cpu_us - b.jit_us) for r, b in zip(got, rounds[BOUND], strict=False)
+                        if b.cpu_us > b.jit_us]
+            if less_jit:
+                row["cpu ratio less JIT rounds"] = less_jit
         out[name] = row
     return out
 

@@ -181,6 +181,7 @@ def test_every_bench_spark_row_gives_a_figure() -> None:
         assert re.match(re.escape(name) + r" +[\d,]+", line), (name, proc.stdout)
     assert "nats-server CPU per message published in one process: plain" in proc.stdout, proc.stdout
     assert re.search(r"^streaming: [\d.]+ µs of CPU per row outside nats-server", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^of which the JVM's JIT compiler threads: [\d.]+ µs per row", proc.stdout, re.M), proc.stdout
 
 
 def test_turnaround_table_runs() -> None:
