@@ -110,7 +110,8 @@ def test_members_leave_from_the_publishing_thread_and_the_flusher_sends_the_rest
 ) -> None:
     """A batch's member frames go to the socket from the thread that publishes them, before the call goes on
     (``publish_encoded(send_now=True)``), unless the flusher is sending at that moment: a large block wakes no
-    other thread.  Frames queued without it are sent by the flusher.
+    other thread.  So does its commit, a lone async request with headers.  Frames queued without it are sent
+    by the flusher.
 
     Which thread calls a socket's ``sendall`` is seen with a profile hook (``sys.setprofile``), which replaces
     nothing: the client and the server are the real ones."""
@@ -119,16 +120,18 @@ def test_members_leave_from_the_publishing_thread_and_the_flusher_sends_the_rest
     import threading
     import time
 
-    senders: list[str] = []  # a thread's name, with " in publish_encoded" while that call is under way
+    senders: list[str] = []  # a thread's name, with " in publish_encoded" (or request_async) during that call
 
     def watch(frame: Any, event: str, arg: object) -> None:
         if event == "c_call" and getattr(arg, "__name__", "") == "sendall" and isinstance(
             getattr(arg, "__self__", None), socket.socket
         ):
-            inside = False
+            inside = ""
             while frame is not None and not inside:
-                inside, frame = frame.f_code.co_name == "publish_encoded", frame.f_back
-            senders.append(threading.current_thread().name + (" in publish_encoded" if inside else ""))
+                if frame.f_code.co_name in ("publish_encoded", "request_async"):
+                    inside = " in " + frame.f_code.co_name
+                frame = frame.f_back
+            senders.append(threading.current_thread().name + inside)
 
     def sent_during(action: object) -> list[str]:
         senders.clear()
@@ -151,6 +154,8 @@ def test_members_leave_from_the_publishing_thread_and_the_flusher_sends_the_rest
                 members_first.append(sent_during(lambda: js.publish_batch([("atom.t", b"x" * 100)] * 500)))
             # The members left before publish_encoded returned, from here, not when the commit was waited for.
             assert sum(1 for who in members_first if f"{here} in publish_encoded" in who) >= 6, members_first
+            # The commit, a lone request, left from here too, before request_async returned.
+            assert sum(1 for who in members_first if f"{here} in request_async" in who) >= 6, members_first
 
         with jsclient.connect(server.url) as other:
             sub = other.subscribe("enc.>")
@@ -220,3 +225,28 @@ def test_a_batch_cut_by_a_connection_loss_is_never_reported_committed(
         assert proxy.sent.count(b"Nats-Batch-Sequence: 1\r\n") == 1  # nothing went out twice
         assert atomic.stream_info("ATOM").state.messages == stored
         assert js.publish_batch([("atom.ok", b"1"), ("atom.ok", b"2")]).count == 2
+
+
+def test_batch_ids_are_short_unique_and_new_in_a_forked_child() -> None:
+    # Each member carries its batch's id, so ids are short; a child forked mid-run must not repeat the ids its
+    # parent goes on to make (the same id from two processes at once would mix two batches on the server).
+    import os
+
+    from jsclient.jetstream.batch import check_batch_id, new_batch_id
+
+    made = [new_batch_id() for _ in range(10_000)]
+    assert len(set(made)) == len(made)
+    assert all(len(bid) <= 24 and check_batch_id(bid) for bid in made)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        try:
+            os.write(write_end, " ".join(new_batch_id() for _ in range(3)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    theirs = os.read(read_end, 4096).decode().split()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    ours = [new_batch_id() for _ in range(3)]
+    assert len(theirs) == 3 and not set(theirs) & set(ours + made), (theirs, ours)

@@ -210,15 +210,18 @@ class Requests:
             head = self.heads.get(subject) if headers is None and type(subject) is str else None
             if head is None and headers is None:
                 head = self._new_head(subject)
-            if head is None or n > self._encoder.max_payload or not self._writer.queue_message(
+            writer = self._writer
+            if head is None or n > self._encoder.max_payload or not writer.queue_message(
                 REQUEST_LINE % (head, number, n), payload, n, defer=True
             ):
-                self._publish(subject, payload, token, headers, send_now=False)
+                # The same rule as below, counting this request: a lone one (a batch's commit) leaves from
+                # this thread, and the flusher is not woken for it.
+                lone = SEND_SHARE * (writer.unsent_requests + 1) >= len(waiters)
+                self._publish(subject, payload, token, headers, send_now=lone)
         except BaseException:
             waiters.pop(token, None)
             raise
         self._reader.unpark()  # this reply is for no request() caller to read
-        writer = self._writer
         if SEND_SHARE * writer.unsent_requests >= len(waiters):
             writer.send_soon()  # the server is about to run out of requests to answer
         if not self.sweeping:  # checked after the future is listed: see sweep

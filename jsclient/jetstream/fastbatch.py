@@ -23,7 +23,6 @@ many messages were stored (the first ``count``, in order).  With
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ from ..errors import (
 from ..headers import encode
 from ..protocol import FAST_APPEND_FRAME, REQUEST_HEAD, encode_fast_ingest
 from . import api, features
-from .batch import member
+from .batch import member, new_batch_id
 from .channel import MESSAGE, TIMEOUT, Channel, Step
 from .manager import ACKS, MessageManager
 from .status import Request
@@ -124,7 +123,7 @@ class _Publisher:
         self.gaps = gaps
         self.outstanding = outstanding
         self.timeout = timeout
-        self.batch_id = uuid.uuid4().hex
+        self.batch_id = new_batch_id()
         inbox = self.conn.new_inbox()
         self.sub: DeliveryPort = self.conn.subscribe(
             f"{inbox}.>", pending_msgs_limit=1 << 24, pending_bytes_limit=1 << 40

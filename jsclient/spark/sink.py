@@ -65,7 +65,7 @@ from ..errors import (
     WrongLastSequenceError,
 )
 from ..headers import BATCH_MEMBER_BLOCK, Headers, encode_line, msg_id_block
-from ..jetstream.batch import Member, batch_ack, check_batch_id, send_commit, send_members
+from ..jetstream.batch import Member, batch_ack, check_batch_id, new_batch_id, send_commit, send_members
 from ..jetstream.channel import TIMEOUT, Channel
 from ..jetstream.manager import ACKS, MessageManager
 from ..jetstream.status import Request
@@ -464,7 +464,7 @@ class _AtomicTask:
         self.inflight = chunk
 
     def _members(self, chunk: _Chunk) -> str:
-        bid = uuid.uuid4().hex
+        bid = new_batch_id()
         frames = member_frames(chunk.rows, check_batch_id(bid))
         send_members(self.js, frames, count=len(chunk.rows), payload_bytes=chunk.size)
         return bid
