@@ -525,6 +525,7 @@ def test_atomic_chunks_and_their_frames_are_what_the_row_by_row_rules_make(monke
     rng = random.Random(7)
     subjects = [b"copy.%d" % rng.randrange(10 ** rng.randrange(1, 9)) for _ in range(999)]
     payloads = [rng.randbytes(rng.choice([0, 1, 10, 100, 1000])) for _ in range(999)]
+    payloads[3] = rng.randbytes(70_000)  # frame sizes past those the sink looks up, in the slices that hold it
     batch_id = b"0123456789abcdef0123456789abcdef"
     for lines in ([b""] * 999, [rng.choice([b"", b"A: b\r\n", b"Nats-Msg-Id: x\r\nB: c\r\n"]) for _ in range(999)]):
         rows = sink.Columns.of(subjects, payloads, lines)
