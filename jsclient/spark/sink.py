@@ -510,21 +510,30 @@ class _AtomicTask:
         self.published += len(chunk.rows)
 
 
-#: Frame sizes below this are written by looking their text up (``_Shared.digits``), not by a cast, which costs
+#: Frame sizes below this are written by looking their text up (:func:`_digits`), not by a cast, which costs
 #: several times more per number.
 _LOOKED_UP = 1 << 16
+_digit_texts: list[pa.Array] = []  # the table, once made (one per process, whichever batch id length)
+
+
+def _digits() -> pa.Array:
+    """The text of every number below _LOOKED_UP, as binary; made on first use (two threads may both make it)."""
+    if not _digit_texts:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        _digit_texts.append(pc.cast(pa.array(range(_LOOKED_UP), pa.int64()), pa.string()).cast(pa.binary()))
+    return _digit_texts[0]
 
 
 class _Shared:
     """The pieces of member frames 1..CHUNK_ROWS that depend on the member's place alone, made once per process
     and batch id length: header block sizes without the member's own lines (``sizes``, and as `` <size> ``
     text, ``size_texts``), and each block's end from its sequence on (``tails``); the frames' constant
-    pieces as Arrow scalars (``pieces``: ``HPUB ``, a space, CRLF and nothing); and the text of every number
-    below _LOOKED_UP (``digits``)."""
+    pieces as Arrow scalars (``pieces``: ``HPUB ``, a space, CRLF and nothing)."""
 
     def __init__(self, id_len: int) -> None:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         seqs = [b"%d" % i for i in range(1, CHUNK_ROWS + 1)]
         fixed = len(_BLOCK_HEAD) + len(_ID_HEAD) + id_len + len(_SEQ_HEAD) + len(_BLOCK_TAIL)
@@ -532,7 +541,6 @@ class _Shared:
         self.size_texts = pa.array([b" %d " % (fixed + len(seq)) for seq in seqs], pa.binary())
         self.tails = pa.array([_SEQ_HEAD + seq + _BLOCK_TAIL for seq in seqs], pa.binary())
         self.pieces = [pa.scalar(piece, pa.binary()) for piece in (b"HPUB ", b" ", b"\r\n", b"")]
-        self.digits = pc.cast(pa.array(range(_LOOKED_UP), pa.int64()), pa.string()).cast(pa.binary())
 
 
 _shared: dict[int, _Shared] = {}
@@ -553,7 +561,7 @@ def member_frames(rows: Columns, batch_id: bytes) -> memoryview:
 
     def text(numbers: pa.Array) -> pa.Array:
         if pc.max(numbers).as_py() < _LOOKED_UP:
-            return shared.digits.take(numbers)
+            return _digits().take(numbers)
         return pc.cast(numbers, pa.string()).cast(pa.binary())
 
     lines = rows.header_lines
