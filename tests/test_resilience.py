@@ -685,3 +685,26 @@ def test_dropped_connections_are_collected_and_their_threads_and_sockets_end() -
         assert result["peak"] >= result["threads"] + 40  # the connections really ran their threads
         assert result["left"] == [], result
         assert result["threads_after"] <= result["threads"] and result["fds_after"] <= result["fds"], result
+
+
+def test_batch_ids_are_short_unique_and_new_in_a_forked_child() -> None:
+    # Each member carries its batch's id, so ids are short; a child forked mid-run must not repeat the ids its
+    # parent goes on to make (the same id from two processes at once would mix two batches on the server).
+    from jsclient.jetstream.batch import check_batch_id, new_batch_id
+
+    made = [new_batch_id() for _ in range(10_000)]
+    assert len(set(made)) == len(made)
+    assert all(len(bid) <= 24 and check_batch_id(bid) for bid in made)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        try:
+            os.write(write_end, " ".join(new_batch_id() for _ in range(3)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    theirs = os.read(read_end, 4096).decode().split()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    ours = [new_batch_id() for _ in range(3)]
+    assert len(theirs) == 3 and not set(theirs) & set(ours + made), (theirs, ours)
