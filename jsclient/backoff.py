@@ -21,12 +21,26 @@ from tenacity import (
     stop_after_delay,
     stop_never,
     wait_exponential,
-    wait_random,
 )
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
 from .options import Options
+
+#: The client's own randomness, for jitter and for the order of servers.  A program that seeded the global
+#: generator gets the same sequence with the client at work (and a forked child draws apart from its parent).
+SPREAD = random.SystemRandom()
+
+
+class _Jitter(wait_base):
+    """Up to ``jitter`` seconds more, drawn from :data:`SPREAD` (tenacity's ``wait_random`` draws from the
+    global generator)."""
+
+    def __init__(self, jitter: float) -> None:
+        self.jitter = jitter
+
+    def __call__(self, retry_state: object) -> float:
+        return SPREAD.uniform(0, self.jitter)
 
 
 @dataclass(frozen=True)
@@ -40,7 +54,7 @@ class Backoff:
     def delay(self, attempt: int) -> float:
         """The wait after try number ``attempt`` (1 is the first) failed."""
         wait: float = min(self.maximum, self.initial * 2.0 ** (attempt - 1))
-        return wait + (random.uniform(0, self.jitter) if self.jitter else 0.0)
+        return wait + (SPREAD.uniform(0, self.jitter) if self.jitter else 0.0)
 
     def retrying(
         self, *, on: tuple[type[BaseException], ...] = (), until_true: bool = False
@@ -55,7 +69,7 @@ class Backoff:
             stop = stop_never
         wait: wait_base = wait_exponential(multiplier=self.initial, max=self.maximum)
         if self.jitter:
-            wait = wait + wait_random(0, self.jitter)
+            wait = wait + _Jitter(self.jitter)
         if until_true:
             return Retrying(stop=stop, wait=wait, retry=retry_if_result(lambda done: not done))
         return Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(on), reraise=True)

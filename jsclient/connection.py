@@ -27,7 +27,6 @@ is one dict lookup and one append.
 from __future__ import annotations
 
 import itertools
-import random
 import secrets
 import ssl
 import threading
@@ -38,6 +37,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Never
 
 from .auth import CredentialCallbacks
+from .backoff import SPREAD
 from .checks import whole
 from .core.iface import CoreAPI
 from .core.session import Callbacks, ErrorCallback, EventCallback, ServerSelector, Session
@@ -300,7 +300,7 @@ class Connection:
         self._credentials = credentials
         urls = list(options.servers)
         if not options.no_randomize:
-            random.shuffle(urls)
+            SPREAD.shuffle(urls)
         self._pool = urls
         self._encoder = PubEncoder()
         self._pub_lines = self._encoder.lines  # the publish fast path's cache (cleared, never replaced)

@@ -267,3 +267,31 @@ def test_discovered_servers_join_the_pool_unless_ignored_also_after_set_servers(
                 assert nc.servers == [urls[1]]
             else:
                 assert nc.servers[0] == urls[1] and sorted(nc.servers) == sorted(urls)
+
+
+def test_a_programs_seeded_random_sequence_is_left_alone() -> None:
+    """Reconnect jitter, retry jitter and the order of servers draw from the client's own source: a program
+    that seeded the global generator (a simulation, a test) gets the same numbers with the client at work."""
+    import random
+
+    from jsclient.backoff import Backoff
+    from jsclient.core.pool import ServerPool
+
+    random.seed(1234)
+    want = [random.random() for _ in range(5)]
+    random.seed(1234)
+    backoff = Backoff(initial=0.001, maximum=0.002, jitter=0.001, attempts=3)
+    assert 0.001 <= backoff.delay(1) <= 0.002
+    tries = []
+    for attempt in backoff.retrying(on=(ValueError,)):
+        with attempt:
+            tries.append(1)
+            if len(tries) < 3:
+                raise ValueError("again")  # two waits, each with its jitter
+    urls = [f"nats://127.0.0.1:{port}" for port in range(1, 9)]
+    with pytest.raises(jsclient.NoServersError):  # nobody listens there: the servers shuffled, then refused
+        jsclient.Connection(urls, connect_timeout=1)
+    pool = ServerPool(list(urls), lambda exc: None)
+    pool.replace(urls, shuffle=True)
+    pool.discover([f"127.0.0.1:{port}" for port in range(20, 28)], urls[0], shuffle=True)
+    assert [random.random() for _ in range(5)] == want

@@ -12,11 +12,11 @@ order: :mod:`jsclient.core`).
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
+from ..backoff import SPREAD
 from ..errors import InvalidArgumentError, ServerSelectorError
 from ..options import mask_url, normalise_url
 
@@ -49,14 +49,14 @@ class ServerPool:
             if not fresh:
                 return
             if shuffle:
-                random.shuffle(fresh)
+                SPREAD.shuffle(fresh)
             self.urls.extend(fresh)
 
     def replace(self, urls: Sequence[str], *, shuffle: bool) -> None:
         """``set_servers``: the given URLs (checked by the caller) become the pool."""
         fresh = list(urls)
         if shuffle:
-            random.shuffle(fresh)
+            SPREAD.shuffle(fresh)
         with self.lock:
             self.urls[:] = fresh
 
