@@ -115,3 +115,27 @@ def test_a_retry_is_given_only_the_time_left(server: NatsServer) -> None:
             assert seen[0] == 2  # the first try's 503 and the retry's, dropped
         finally:
             nc.close()
+
+
+def test_a_duplicate_of_sequence_0_is_an_id_still_in_process(server: NatsServer) -> None:
+    """nats-server before 2.11 answers a publish whose msg id an earlier, not yet stored try holds as a duplicate
+    of sequence 0 (tests/nemesis/test_defects.py makes a real 2.10 cluster do it; 2.11 and newer refuse with
+    10158).  Here a core responder gives that ack on a real server, since the newest server will not: every way
+    to publish raises MsgIdInProcessError (UNKNOWN), never an ack saying it is stored; sequence 1 is an ack."""
+    acks = {"held.x": b'{"stream":"H","seq":0,"duplicate":true}', "kept.x": b'{"stream":"H","seq":1,"duplicate":true}'}
+    with jsclient.connect(server.url) as stream, jsclient.connect(server.url) as nc:
+        stream.subscribe("*.x", callback=lambda m: m.respond(acks[m.subject]))
+        stream.flush()
+        js = nc.jetstream(timeout=5)
+        for publish in (
+            lambda subject: js.publish(subject, b"1", msg_id="a"),
+            lambda subject: js.publish_async(subject, b"1", msg_id="a").result(timeout=5),
+        ):
+            for _ in range(3):  # the first call of a connection goes the general way, later ones the quick way
+                ack = publish("kept.x")
+                assert (ack.seq, ack.duplicate) == (1, True)
+                with pytest.raises(jsclient.MsgIdInProcessError) as refused:
+                    publish("held.x")
+                assert refused.value.outcome is jsclient.RequestOutcome.UNKNOWN and refused.value.err_code == 10158
+                assert "in process" in str(refused.value)
+        assert nc.is_connected

@@ -501,15 +501,45 @@ def test_a_row_whose_msg_id_the_stream_holds_fails_the_write(
 # -- 4. rows no stream stores ---------------------------------------------------------------------------------
 
 
+def msg_id_task(nc: jsclient.Connection, prefix: str, rows: int) -> sink._MsgIdTask:
+    """A msg-id write task (as an executor runs it) given rows ``0..rows-1`` on ``<prefix>.0-2``, not finished."""
+    opts = SparkOptions.parse({"servers": nc.connected_url or ""})
+    task = sink._MsgIdTask(nc.jetstream(), "w-0-0", 100, 10.0)
+    task.add(sink.StreamRows(opts, sink.WritePlan(sink.SinkMode.MSGID, None, None, None))(
+        record_batches(prefix, 0, rows)[0]
+    ))
+    return task
+
+
+@pytest.mark.needs_server("2.10")  # message ids, not atomic batches: every server in the matrix
+def test_msg_id_rows_whose_id_is_still_in_process_fail_the_task(server: NatsServer) -> None:
+    """A row's ack that is a duplicate of sequence 0 (how nats-server before 2.11 answers while an earlier try
+    with that id is not yet stored, and may never be) fails the task with MsgIdInProcessError, so that Spark's
+    retry sends the rows again under the same ids: counted as a duplicate, that row could be lost.  A core
+    responder stands in for the stream and gives that ack, which the newest server does not; the other rows'
+    acks, duplicates among them, are counted as the sink counts them."""
+
+    def ack(m: jsclient.Msg) -> None:
+        row = int(m.data.split(b"-")[1])
+        seq, duplicate = (0 if row == 7 else row + 1), (b"true" if row % 2 else b"false")
+        m.respond(b'{"stream":"H","seq":%d,"duplicate":%s}' % (seq, duplicate))
+
+    with jsclient.connect(server.url) as stream, jsclient.connect(server.url) as nc:
+        stream.subscribe("held.*", callback=ack)
+        stream.flush()
+        task = msg_id_task(nc, "held", 7)
+        task.finish()
+        assert (task.published, task.duplicates) == (7, 3)
+        with pytest.raises(jsclient.MsgIdInProcessError, match="in process"):
+            msg_id_task(nc, "held", 10).finish()
+        assert nc.is_connected
+
+
+@pytest.mark.needs_server("2.10")  # message ids, not atomic batches: every server in the matrix
 def test_msg_id_rows_no_stream_stores_fail_the_task_with_no_stream_response(server: NatsServer) -> None:
     """A msg-id write whose rows' subject no stream stores: the server's 503 on the ack inbox fails the task
     with the error a publish gets (NoStreamResponseError), not a decode error and not a timeout."""
-    opts = SparkOptions.parse({"servers": server.url})
     with jsclient.connect(server.url) as nc:
-        task = sink._MsgIdTask(nc.jetstream(), "w-0-0", 100, 10.0)
-        task.add(sink.StreamRows(opts, sink.WritePlan(sink.SinkMode.MSGID, None, None, None))(
-            record_batches("nowhere", 0, 10)[0]
-        ))
         with pytest.raises(jsclient.NoStreamResponseError, match="no stream answered a publish"):
-            task.finish()
+            msg_id_task(nc, "nowhere", 10).finish()
         assert nc.is_connected

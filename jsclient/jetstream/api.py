@@ -38,7 +38,7 @@ from typing import TypeVar
 
 import msgspec
 
-from ..errors import JetStreamAPIError, api_error
+from ..errors import JetStreamAPIError, MsgIdInProcessError, api_error
 from ..protocol import ReplyShape, reply_pattern
 from .apicodec import Duration, ReplyStruct, attach_unknown, decode, encode, encode_body, replace
 from .apienums import (
@@ -368,15 +368,16 @@ def decode_ack(data: bytes, kind: type[AckT], what: str) -> AckT:
 
 
 def _read_pub_ack(groups: tuple[bytes, ...]) -> PubAck | None:
-    """A plain publish ack decoded at once; an error or anything else goes the general way, where
-    decode_pub_ack names it."""
+    """A plain publish ack decoded at once; an error, a duplicate of sequence 0 or anything else goes the
+    general way, where decode_pub_ack names it."""
     data = groups[1]
     if b'"error"' in data:
         return None
     try:
-        return PUB_ACK_DECODER.decode(data)
+        ack = PUB_ACK_DECODER.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
+    return None if ack.duplicate and not ack.seq else ack
 
 
 #: A publish ack as its publisher reads it on arrival (a status, with headers, goes the general way).
@@ -384,15 +385,31 @@ PUB_ACK_REPLY = ReplyShape(reply_pattern(None), _read_pub_ack, headers=False)
 
 
 def decode_pub_ack(data: bytes) -> PubAck:
+    """A publish's ack, or the server's error by its code.
+
+    A duplicate of sequence 0 stored nothing: nats-server before 2.11
+    answers so a publish whose ``Nats-Msg-Id`` an earlier try still holds
+    (proposed, not yet stored, and it may never be), where 2.11 and newer
+    refuse it with 10158.  Both raise :class:`~jsclient.MsgIdInProcessError`:
+    taken as an ack, it would call stored a message that may be lost.
+    """
     if b'"error"' not in data:
         try:
-            return PUB_ACK_DECODER.decode(data)
+            ack = PUB_ACK_DECODER.decode(data)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise JetStreamAPIError(0, 0, f"unexpected publish ack: {data[:200]!r}") from None
-    reply = decode_ack(data, _PubAckReply, "publish ack")
-    if not reply.stream:
-        raise JetStreamAPIError(0, 0, f"publish ack without a stream: {data[:200]!r}")
-    return PubAck(stream=reply.stream, seq=reply.seq, duplicate=reply.duplicate, domain=reply.domain, val=reply.val)
+    else:
+        reply = decode_ack(data, _PubAckReply, "publish ack")
+        if not reply.stream:
+            raise JetStreamAPIError(0, 0, f"publish ack without a stream: {data[:200]!r}")
+        ack = PubAck(stream=reply.stream, seq=reply.seq, duplicate=reply.duplicate, domain=reply.domain,
+                     val=reply.val)
+    if ack.duplicate and not ack.seq:
+        raise MsgIdInProcessError(
+            409, 10158, "duplicate message id is in process (a duplicate ack of sequence 0, as nats-server before "
+            "2.11 answers while an earlier publish with this id is not yet stored)"
+        )
+    return ack
 
 
 class _CounterValue(msgspec.Struct):

@@ -340,9 +340,11 @@ def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
     data = msg.data
     if data and b'"error"' not in data:
         try:
-            return _decode_plain_ack(data)  # the common case, without a call in between
+            ack = _decode_plain_ack(data)  # the common case, without a call in between
+            if not ack.duplicate or ack.seq:
+                return ack
         except (msgspec.ValidationError, msgspec.DecodeError):
-            pass  # decode_pub_ack names the problem
+            pass  # decode_pub_ack names the problem (or a duplicate of sequence 0: an id still in process)
     elif not data and msg.header and status_of(msg.header) is not None:
         raise reply_error(classify_header(msg.header), Request.PUBLISH, subject)
     return api.decode_pub_ack(data)

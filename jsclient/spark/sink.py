@@ -639,14 +639,14 @@ class _MsgIdTask:
                     )
                 raise got.error or AssertionError(got.outcome)  # ACKS has no other outcome than an error
             data = got.data
-            if b'"error"' in data:
+            if b'"error"' in data or b'"duplicate":true' in data:
                 from ..jetstream.api import decode_pub_ack
 
-                decode_pub_ack(data)  # raises the server's error by its code
+                # Raises the server's error by its code, or on a duplicate of sequence 0 (an id still in process).
+                if decode_pub_ack(data).duplicate:
+                    self.duplicates += 1
             self.acked += 1
             self.published += 1
-            if b'"duplicate":true' in data:
-                self.duplicates += 1
 
     def finish(self) -> None:
         try:

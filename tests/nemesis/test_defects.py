@@ -15,7 +15,9 @@ def test_a_publish_refused_as_its_id_in_process_says_it_may_still_be_stored() ->
     from its followers, so a publish with id "x" is proposed but cannot commit and times out (UNKNOWN); the
     same publish sent again is refused at once, as "in process"; the partition heals within Raft's
     election timeout and the first attempt commits: the message whose last publish "failed" is stored.
-    Before the fix the refusal was a plain JetStreamAPIError with no outcome: MsgIdInProcessError says UNKNOWN."""
+    Before the fix the refusal was a plain JetStreamAPIError with no outcome: MsgIdInProcessError says UNKNOWN.
+    nats-server 2.10 answers the resend with an ack, a duplicate of sequence 0 (nothing stored yet), which the
+    client raises as the same error; before that fix, 2.10's answer passed for an ack of a stored message."""
     with LinkedCluster(3, name="dup") as cluster, jsclient.connect(cluster.urls[0]) as admin:
         js = admin.jetstream(timeout=5)
         deadline = time.monotonic() + 30
