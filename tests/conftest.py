@@ -164,7 +164,9 @@ def spark() -> Iterator[Any]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
+        # The objects round trip collects a 50 MiB row, which the driver copies several times as it pickles it:
+        # with 1g, what the suite's earlier queries leave on the heap ran it out in some full runs.
+        .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
         .getOrCreate()
     )
