@@ -44,13 +44,13 @@ def read_replies(sock: socket.socket, count: int, buf: bytes) -> bytes:
 
 def main(url: str, bucket: str, keys: int) -> None:
     pin_helper()
-    with raw_socket(url) as sock:
+    with raw_socket(url, b"_INBOX.churn") as sock:
         print("ready", flush=True)
         buf = b""
         for generation, _ in enumerate(sys.stdin, 1):
             value = b"%08d" % generation + b"x" * 120
             sock.sendall(b"".join(
-                b"PUB $KV.%s.k%d _INBOX.raw.1 %d\r\n%s\r\n" % (bucket.encode(), i, len(value), value)
+                b"PUB $KV.%s.k%d _INBOX.churn.1 %d\r\n%s\r\n" % (bucket.encode(), i, len(value), value)
                 for i in range(keys)
             ))
             buf = read_replies(sock, keys, buf)

@@ -82,14 +82,18 @@ def timed(fn: Callable[[], object], ops: float) -> Figure:
 
 
 @contextlib.contextmanager
-def raw_socket(url: str) -> Iterator[socket.socket]:
-    """A bare socket, connected, subscribed to ``_INBOX.raw.*`` (the replies of raw requests), PONG read."""
+def raw_socket(url: str, inbox: bytes = b"_INBOX.raw") -> Iterator[socket.socket]:
+    """A bare socket, connected, subscribed to ``<inbox>.*`` (the replies of its requests), PONG read.
+
+    Helpers that run beside a measured raw client (the churner, setup's API calls) name an inbox of their
+    own: on a shared one, each would be sent the other's replies.
+    """
     host, _, port = url.split("//", 1)[-1].rpartition(":")
     sock = socket.create_connection((host, int(port)))
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.recv(65536)  # INFO
-        sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _INBOX.raw.* 1\r\nPING\r\n')
+        sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB %s.* 1\r\nPING\r\n' % inbox)
         buf = b""
         while b"PONG\r\n" not in buf:
             buf += sock.recv(65536)

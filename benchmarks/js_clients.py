@@ -87,9 +87,9 @@ def churner(row: str, url: str) -> Churner | None:
 
 def api(url: str, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """One JetStream API request on a raw socket of its own, for setup every client shares (no client's code)."""
-    with raw_socket(url) as sock:
+    with raw_socket(url, b"_INBOX.api") as sock:
         data = json.dumps(body).encode() if body is not None else b""
-        sock.sendall(b"PUB %s _INBOX.raw.0 %d\r\n%s\r\n" % (subject.encode(), len(data), data))
+        sock.sendall(b"PUB %s _INBOX.api.0 %d\r\n%s\r\n" % (subject.encode(), len(data), data))
         reply = json.loads(raw_reply(sock))
     if "error" in reply:
         raise RuntimeError(f"{subject}: {reply['error']}")
@@ -480,6 +480,8 @@ def raw_reply(sock: Any) -> bytes:
     need = int(line.split()[-1]) + 2
     while len(rest) < need:
         rest += raw_recv(sock)
+    if not b"PING\r\n".startswith(rest[need : need + 6]):  # nothing else may follow: a reply not ours came
+        raise RuntimeError(f"a raw socket was sent more than its one reply: {rest[need : need + 60]!r}")
     return rest[: need - 2]
 
 
