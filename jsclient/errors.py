@@ -291,7 +291,12 @@ class StreamMismatchError(JetStreamAPIError):
 
 
 class WrongLastSequenceError(JetStreamAPIError):
-    """A publish expectation on the last (subject) sequence failed."""
+    """A publish expectation on the last (subject) sequence failed.
+
+    ``outcome`` is REFUSED from a server outside any cluster, and UNKNOWN
+    from one in a cluster: there, during a leader change, the deposed leader
+    can refuse a publish that the new leader stores (docs/guarantees.rst).
+    """
 
 
 class MsgIdInProcessError(JetStreamAPIError):
@@ -623,12 +628,15 @@ class KeyExistsError(KeyValueError, WrongLastSequenceError):
 
     The stream refused the write (it expected the key to have no revision), so this is also a
     :class:`WrongLastSequenceError`, a :class:`JetStreamAPIError`: ``code``, ``err_code`` and
-    ``description`` are the server's refusal, ``outcome`` is REFUSED and ``__cause__`` is the refusal
-    itself.  ``str()`` is ``message``.
+    ``description`` are the server's refusal, ``outcome`` is the refusal's (REFUSED, or UNKNOWN in a
+    cluster) and ``__cause__`` is the refusal itself.  ``str()`` is ``message``.
     """
 
-    def __init__(self, message: str, *, code: int = 400, err_code: int = 10071, description: str = "") -> None:
-        super().__init__(code, err_code, description or message)
+    def __init__(
+        self, message: str, *, code: int = 400, err_code: int = 10071, description: str = "",
+        outcome: RequestOutcome | None = None,
+    ) -> None:
+        super().__init__(code, err_code, description or message, outcome=outcome)
         self.args = (message,)
 
 
@@ -637,11 +645,15 @@ class KeyWrongRevisionError(KeyValueError, WrongLastSequenceError):
 
     The stream refused the write, so this is also a :class:`WrongLastSequenceError`, a
     :class:`JetStreamAPIError`: ``code``, ``err_code`` and ``description`` are the server's refusal,
-    ``outcome`` is REFUSED and ``__cause__`` is the refusal itself.  ``str()`` is ``message``.
+    ``outcome`` is the refusal's (REFUSED, or UNKNOWN in a cluster) and ``__cause__`` is the refusal
+    itself.  ``str()`` is ``message``.
     """
 
-    def __init__(self, message: str, *, code: int = 400, err_code: int = 10071, description: str = "") -> None:
-        super().__init__(code, err_code, description or message)
+    def __init__(
+        self, message: str, *, code: int = 400, err_code: int = 10071, description: str = "",
+        outcome: RequestOutcome | None = None,
+    ) -> None:
+        super().__init__(code, err_code, description or message, outcome=outcome)
         self.args = (message,)
 
 

@@ -363,3 +363,57 @@ def test_a_consumer_made_without_an_ack_policy_acks_explicitly(js: jsclient.JetS
         again = consumer.next_msg(timeout=5)  # not acked: redelivered after ack_wait
         assert (first.data, again.data) == (b"once", b"once")
         assert again.metadata.num_delivered == 2
+
+
+#: How late past its timeout a call may return on a busy machine before it counts as not keeping it (as the
+#: nemesis's deadline checker allows).  A call that waits out another request's timeout is late by that much.
+DEADLINE_SLACK = 2.0
+
+
+def test_an_ordered_fetch_keeps_its_timeout_through_a_reset_and_a_creation() -> None:
+    """Seen by the nemesis (seed 90001): an ordered consumer's fetch(50, timeout=2.0) returned after 4.001 s,
+    its consumer reset in the middle.  Here the server never answers this user's consumer deletes and
+    creations (a denied publish goes nowhere, as requests do while a stream's leader is away), and the
+    context's timeout is 10 s.  A fetch whose consumer is deleted from outside while it waits must return by
+    its own timeout, not wait for its delete of the old consumer; a fetch that must create a consumer spends
+    its own timeout on that, not the context's.  Before the fix the first took over 10 s, the second 13 s."""
+    deny = '"$JS.API.CONSUMER.DELETE.>", "$JS.API.CONSUMER.CREATE.>"'
+    config = (
+        "authorization { users: [\n  { user: admin, password: a }\n"
+        "  { user: reader, password: r, permissions: { publish: { deny: [\"$JS.API.CONSUMER.DELETE.>\"] } } }\n"
+        f"  {{ user: blocked, password: b, permissions: {{ publish: {{ deny: [{deny}] }} }} }}\n] }}"
+    )
+    with (
+        NatsServer(config=config) as server,
+        jsclient.connect(server.url, user="admin", password="a") as admin,
+        jsclient.connect(server.url, user="reader", password="r", error_cb=lambda exc: None) as reader,
+        jsclient.connect(server.url, user="blocked", password="b", error_cb=lambda exc: None) as blocked,
+    ):
+        ajs = admin.jetstream()
+        stream = ajs.create_stream(name="DL", subjects=["dl.>"])
+        ajs.publish("dl.1", b"x")
+        oc = reader.jetstream(timeout=10).stream("DL").ordered_consumer()
+        assert [m.data for m in oc.fetch(1, timeout=5)] == [b"x"]
+        (name,) = stream.consumer_names()
+        out: dict[str, object] = {}
+
+        def fetch() -> None:
+            start = time.monotonic()
+            out["got"] = oc.fetch(10, timeout=3.0)
+            out["took"] = time.monotonic() - start
+
+        taker = threading.Thread(target=fetch)
+        taker.start()
+        until = time.monotonic() + 10
+        while stream.consumer(name).info().num_waiting == 0 and time.monotonic() < until:
+            time.sleep(0.01)  # until the fetch's pull waits on the server
+        stream.delete_consumer(name)  # the pull ends (409): the ordered consumer resets mid-fetch
+        taker.join(30)
+        assert out["got"] == []
+        assert isinstance(out["took"], float) and out["took"] < 3.0 + DEADLINE_SLACK, out
+
+        never = blocked.jetstream(timeout=10).stream("DL").ordered_consumer()
+        start = time.monotonic()
+        with pytest.raises(jsclient.TimeoutError):
+            never.fetch(1, timeout=1.0)
+        assert time.monotonic() - start < 1.0 + DEADLINE_SLACK

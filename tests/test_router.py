@@ -46,6 +46,9 @@ class Sink:
     def report_error(self, exc: Exception) -> None:
         self.calls.append(("report", exc))
 
+    def late_reply(self, msg: Msg) -> None:
+        self.calls.append(("late", msg))
+
 
 CONN = cast(jsclient.Connection, object())  # only stored on each message, never called
 
@@ -188,3 +191,15 @@ def test_take_all_empties_both_tables() -> None:
     router.waiters.update({"1": Waiter(), "2": future()})
     subs, pending = router.take_all()
     assert len(subs) == 1 and len(pending) == 2 and not router.subs and not router.waiters
+
+
+def test_a_reply_for_a_request_that_already_ended_is_counted_and_handed_to_the_sink() -> None:
+    """A second answer (or one after the timeout) finds no waiter: it is counted, and the sink logs it."""
+    router, sink, feed = make_router()
+    waiter = Waiter()
+    router.waiters["t1"] = waiter
+    assert feed(b"MSG " + PREFIX.encode() + b"t1 %d 2\r\nok\r\n" % MUX_SID) is True
+    assert router.late_replies == 0 and sink.calls == []
+    assert feed(b"MSG " + PREFIX.encode() + b"t1 %d 4\r\nlate\r\n" % MUX_SID) is False
+    assert router.late_replies == 1
+    assert [(what, m.data) for what, m in sink.calls] == [("late", b"late")]

@@ -64,6 +64,9 @@ class RouterSink(Protocol):
     def report_error(self, exc: Exception) -> None:
         """An error for the error callback (a slow consumer)."""
 
+    def late_reply(self, msg: Msg) -> None:
+        """A reply came for a request that had already ended (timed out, or answered by another responder)."""
+
 
 class Router:
     """The routing tables of one connection (per process) and the code that routes."""
@@ -83,6 +86,9 @@ class Router:
         # Written only by the holder of the read token.
         self.in_msgs = 0
         self.in_bytes = 0
+        #: Replies on the inbox whose request had already ended: it timed out, or a second responder
+        #: answered it (in a cluster, a deposed stream leader and the new one can both answer a publish).
+        self.late_replies = 0
 
     def set_mux(self, sid: int, prefix: str) -> None:
         """Route messages on subscription ``sid`` by the token after ``prefix``."""
@@ -118,6 +124,8 @@ class Router:
                     if sid == resp_sid:
                         waiter = waiters.pop(ev.subject[token_at:], None)
                         if waiter is None:
+                            self.late_replies += 1
+                            self._sink.late_reply(ev)
                             continue
                         if isinstance(waiter, Waiter):
                             waiter.fill(ev)

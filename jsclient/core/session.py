@@ -87,6 +87,7 @@ from .writer import AfterLoss, Writer
 
 if TYPE_CHECKING:
     from ..connection import Connection
+    from ..message import Msg
     from ..transport import Transport
 
 __all__ = ["Callbacks", "ErrorCallback", "EventCallback", "ServerSelector", "Session"]
@@ -340,6 +341,14 @@ class Session:
             log.warning("jsclient: %s", exc)
             return
         self.events.put(lambda: cb(exc))
+
+    def late_reply(self, msg: Msg) -> None:
+        """Logged at DEBUG on the events thread: the reader only checks the level."""
+        if log.isEnabledFor(logging.DEBUG):
+            self.events.put(lambda: log.debug(
+                "jsclient: a reply came for a request that had already ended: %s %r %r",
+                msg.subject, msg.header, msg.data[:300],
+            ))
 
     # -- loss and reconnect ----------------------------------------------------------
     def force_reconnect(self) -> None:
@@ -620,6 +629,7 @@ class Session:
             "in_bytes": self.router.in_bytes,
             "out_msgs": self.writer.out_msgs,
             "out_bytes": self.writer.out_bytes,
+            "late_replies": self.router.late_replies,
         }
 
 

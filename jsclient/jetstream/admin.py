@@ -188,7 +188,8 @@ class Admin:
 
     # -- consumers -----------------------------------------------------------------
     def add_consumer(
-        self, stream: str, config: ConsumerConfig | None, action: str, fields: dict[str, Any]
+        self, stream: str, config: ConsumerConfig | None, action: str, fields: dict[str, Any],
+        timeout: Timeout = DEFAULT,
     ) -> ConsumerInfo:
         api.check_name("stream name", stream)
         if action not in ("", "create", "update"):
@@ -202,7 +203,7 @@ class Admin:
         if action:
             body["action"] = action
         suffix = f"CONSUMER.CREATE.{stream}" if name is UNSET else f"CONSUMER.CREATE.{stream}.{name}"
-        return self._call(suffix, body, ConsumerInfo, level=level)
+        return self._call(suffix, body, ConsumerInfo, timeout, level=level)
 
     def consumer_info(self, stream: str, consumer: str, timeout: float) -> ConsumerInfo:
         _check_names(stream, consumer)

@@ -34,11 +34,11 @@ carries).  Conventions, for all of them:
 from __future__ import annotations
 
 import datetime as dt
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
-from ..errors import JetStreamAPIError, MsgIdInProcessError, api_error
+from ..errors import JetStreamAPIError, MsgIdInProcessError, RequestOutcome, WrongLastSequenceError, api_error
 from ..protocol import ReplyShape, reply_pattern
 from .apicodec import Duration, ReplyStruct, attach_unknown, decode, encode, encode_body, replace
 from .apienums import (
@@ -410,6 +410,21 @@ def decode_pub_ack(data: bytes) -> PubAck:
             "2.11 answers while an earlier publish with this id is not yet stored)"
         )
     return ack
+
+
+def conditional_refusal(exc: WrongLastSequenceError, server_info: dict[str, Any]) -> None:
+    """Give ``exc``, a refused expectation (10071, 10164), the outcome it really has from this server.
+
+    In a cluster a leader cut off from its peers goes on answering for
+    seconds after the others have elected a new one (nats-server steps a
+    leader down only once it has missed its quorum for 10 s; followers vote
+    after 4 to 9 s).  A publish it receives also reaches the new leader over
+    the routes: the deposed one refuses it from its stale state while the new
+    one stores it, and whichever answer comes first is the one a client sees.
+    So a refusal is definite only from a server outside any cluster.
+    """
+    if server_info.get("cluster"):
+        exc.outcome = RequestOutcome.UNKNOWN
 
 
 class _CounterValue(msgspec.Struct):

@@ -766,7 +766,8 @@ class JetStream(Reads):
 
     # -- consumers -----------------------------------------------------------------
     def add_consumer(
-        self, stream: str, config: ConsumerConfig | None = None, *, action: str = "", **fields: Any
+        self, stream: str, config: ConsumerConfig | None = None, *, action: str = "", timeout: Timeout = DEFAULT,
+        **fields: Any,
     ) -> ConsumerInfo:
         """Create or update a consumer; ``action`` "create" or "update" restricts to one.
 
@@ -778,6 +779,7 @@ class JetStream(Reads):
             config: The consumer's configuration; left out, ``fields`` make it.
             action: ``"create"``: refuse to change an existing consumer; ``"update"``: refuse to create one;
                 ``""``: either.
+            timeout: Seconds to wait for the server; left out, the context's; ``None``, no limit.
             **fields: :class:`ConsumerConfig` fields set on top of ``config`` (``durable_name=``, ...).
 
         Returns:
@@ -794,10 +796,10 @@ class JetStream(Reads):
             JetStreamAPIError: The server refused the change (some fields cannot change), or any other
                 refusal.
             JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
+            TimeoutError: No answer within ``timeout``.
             ConnectionClosedError: The connection is closed or draining.
         """
-        return self._admin.add_consumer(stream, config, action, fields)
+        return self._admin.add_consumer(stream, config, action, fields, timeout)
 
     def update_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> ConsumerInfo:
         """Change an existing consumer: :meth:`add_consumer` with ``action="update"``.

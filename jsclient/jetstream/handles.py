@@ -14,8 +14,8 @@ it ends.
 
 from __future__ import annotations
 
-import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +32,11 @@ from ..errors import (
     TimeoutError,
 )
 from ..message import Msg
-from ..timeouts import answer_limit, take_limit
+from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StoredMsg, StreamInfo
 from .manager import StrictOrder
-from .ordered import resume_after
+from .ordered import delete_quietly, resume_after
 from .pull import MessageStream, PullSubscription, check_heartbeat, check_pull
 
 if TYPE_CHECKING:
@@ -822,10 +822,16 @@ class OrderedConsumer:
             headers_only=True if self._headers_only else UNSET, **start,
         )
 
-    def _current(self) -> str:
-        """The consumer to read from, created after the last message handed out when there is none."""
+    def _current(self, deadline: float | None = None) -> str:
+        """The consumer to read from, created after the last message handed out when there is none (by
+        ``deadline``, when given: the creation spends the caller's time)."""
         if self._consumer is None:
-            self._consumer = self._js.add_consumer(self.stream, self._config()).name
+            timeout: Timeout = DEFAULT
+            if deadline is not None:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    raise TimeoutError(f"ordered consumer on {self.stream!r}: no time left to create a consumer")
+            self._consumer = self._js.add_consumer(self.stream, self._config(), timeout=timeout).name
             self.generation += 1
             self._order.restart()
         return self._consumer
@@ -834,8 +840,7 @@ class OrderedConsumer:
         """Drop the consumer (a delivery was missed, or it is gone); the next read starts another."""
         name, self._consumer = self._consumer, None
         if name is not None:
-            with contextlib.suppress(Exception):  # gone already, or the link is down: its inactivity ends it
-                self._js.delete_consumer(self.stream, name)
+            delete_quietly(self._js, self.stream, name)
 
     def _in_order(self, msg: Msg) -> bool:
         """The next consumer sequence; anything else has the consumer dropped (StrictOrder's ``on_gap``)."""
@@ -858,15 +863,20 @@ class OrderedConsumer:
 
         Raises:
             InvalidArgumentError: A bad ``max_messages`` or ``timeout``.
-            TimeoutError: Creating the consumer got no answer within the context's timeout.
+            TimeoutError: Creating the consumer got no answer within ``timeout``.
             StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal to create the consumer.
             ConnectionClosedError: The connection is closed.
         """
         wait = answer_limit(timeout)
         whole("max_messages", max_messages)  # before the first call makes the consumer
+        deadline = time.monotonic() + wait  # one deadline: creating a consumer spends it too
+        consumer = self._current(deadline)
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            return []
         try:
-            got = _fetch_once(self._js, self.stream, self._current(), max_messages, wait, None, None)
+            got = _fetch_once(self._js, self.stream, consumer, max_messages, wait, None, None)
         except (ConsumerNotFoundError, JetStreamStatusError):  # deleted, or gone: the next call starts another
             self._reset()
             return []

@@ -358,7 +358,7 @@ class KeyValue:
             pass
         raise KeyExistsError(
             f"key {key!r} already exists in bucket {self.bucket!r}",
-            code=refused.code, err_code=refused.err_code, description=refused.description,
+            code=refused.code, err_code=refused.err_code, description=refused.description, outcome=refused.outcome,
         ) from refused
 
     def update(self, key: str, value: bytes, last: int) -> int:
@@ -392,7 +392,7 @@ class KeyValue:
         except WrongLastSequenceError as exc:
             raise KeyWrongRevisionError(
                 f"key {key!r} in bucket {self.bucket!r} is not at revision {last}: {exc.description}",
-                code=exc.code, err_code=exc.err_code, description=exc.description,
+                code=exc.code, err_code=exc.err_code, description=exc.description, outcome=exc.outcome,
             ) from exc
 
     def delete(self, key: str, last: int | None = None) -> int:
@@ -450,7 +450,7 @@ class KeyValue:
         except WrongLastSequenceError as exc:
             raise KeyWrongRevisionError(
                 f"key {key!r} is not at revision {last}: {exc.description}",
-                code=exc.code, err_code=exc.err_code, description=exc.description,
+                code=exc.code, err_code=exc.err_code, description=exc.description, outcome=exc.outcome,
             ) from exc
         return ack.seq
 

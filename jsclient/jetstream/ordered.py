@@ -107,6 +107,13 @@ def ordered_config(config: ConsumerConfig | None, idle_heartbeat: float | None) 
     return api.validate_consumer_config(api.replace(cfg, **fields))
 
 
+def delete_quietly(js: JetStream, stream: str, consumer: str) -> None:
+    """Best effort, without waiting (a reset must not spend its caller's deadline): the old consumer is
+    ephemeral anyway, and one the server never hears of ends after its inactive threshold."""
+    with contextlib.suppress(Error):
+        js.conn.request_async(f"{js.prefix}.CONSUMER.DELETE.{stream}.{consumer}", b"", timeout=5)
+
+
 def resume_after(stream_seq: int) -> dict[str, Any]:
     """The start of the next consumer of an ordered reader: the stream sequence after the last one accepted.
 
@@ -368,9 +375,7 @@ class OrderedSubscription(Bound):
         self.resets += 1
 
     def _delete_quietly(self, consumer: str) -> None:
-        """Best effort, without waiting: the old consumer is ephemeral anyway."""
-        with contextlib.suppress(Error):
-            self._conn.request_async(f"{self._js.prefix}.CONSUMER.DELETE.{self.stream}.{consumer}", b"", timeout=5)
+        delete_quietly(self._js, self.stream, consumer)
 
     def __iter__(self) -> Iterator[Msg]:
         return until_closed(self.next_msg)

@@ -23,7 +23,14 @@ import msgspec
 from ..backoff import Backoff
 from ..checks import whole
 from ..core import fork
-from ..errors import Error, InvalidArgumentError, NoRespondersError, NoStreamResponseError, TimeoutError
+from ..errors import (
+    Error,
+    InvalidArgumentError,
+    NoRespondersError,
+    NoStreamResponseError,
+    TimeoutError,
+    WrongLastSequenceError,
+)
 from ..futures import ReplyKind
 from ..headers import Headers, HeadersInput, status_of
 from . import api, features, msgopts
@@ -169,9 +176,9 @@ class Publisher:
         self._js = js
         self._window = _Window()
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
-        self._ack_kind = ReplyKind(_decode_async_ack, self._release_pending, self._send_pending)
+        self._ack_kind = ReplyKind(self._decode_async_ack, self._release_pending, self._send_pending)
         # Tries of a publish with retries: their caller's future reopens the window, once, when it resolves.
-        self._retry_kind = ReplyKind(_decode_async_ack, None, self._send_pending)
+        self._retry_kind = ReplyKind(self._decode_async_ack, None, self._send_pending)
         limit = js.publish_async_max_pending
         self._resume_at = limit - max(1, limit // 8)
         fork.track(self)
@@ -197,7 +204,29 @@ class Publisher:
             )
         if isinstance(reply, PubAck):
             return reply  # read as it arrived
-        return api.decode_pub_ack(reply.data)
+        return self._decode_pub_ack(reply.data)
+
+    def _decode_pub_ack(self, data: bytes) -> PubAck:
+        """The general decoder, with a refused expectation's outcome as this server gives it."""
+        try:
+            return api.decode_pub_ack(data)
+        except WrongLastSequenceError as exc:
+            api.conditional_refusal(exc, self._js.conn.server_info)
+            raise
+
+    def _decode_async_ack(self, msg: Msg, subject: str) -> PubAck:
+        """Reader thread: the ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
+        data = msg.data
+        if data and b'"error"' not in data:
+            try:
+                ack = _decode_plain_ack(data)  # the common case, without a call in between
+                if not ack.duplicate or ack.seq:
+                    return ack
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass  # decode_pub_ack names the problem (or a duplicate of sequence 0: an id still in process)
+        elif not data and msg.header and status_of(msg.header) is not None:
+            raise reply_error(classify_header(msg.header), Request.PUBLISH, subject)
+        return self._decode_pub_ack(data)
 
     def publish_async(
         self, subject: str, payload: bytes, options: PublishOptions, headers: HeadersInput | None,
@@ -333,21 +362,6 @@ def _retry_unanswered(send: Callable[[float], Msg], subject: str, wait: float, d
         why = "as many as the retry policy makes"
     made = "1 try" if tries == 1 else f"{tries} tries"
     raise NoStreamResponseError(f"{no_stream(subject)} ({made}; {why})")
-
-
-def _decode_async_ack(msg: Msg, subject: str) -> PubAck:
-    """Reader thread: the ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
-    data = msg.data
-    if data and b'"error"' not in data:
-        try:
-            ack = _decode_plain_ack(data)  # the common case, without a call in between
-            if not ack.duplicate or ack.seq:
-                return ack
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass  # decode_pub_ack names the problem (or a duplicate of sequence 0: an id still in process)
-    elif not data and msg.header and status_of(msg.header) is not None:
-        raise reply_error(classify_header(msg.header), Request.PUBLISH, subject)
-    return api.decode_pub_ack(data)
 
 
 _decode_plain_ack = api.PUB_ACK_DECODER.decode

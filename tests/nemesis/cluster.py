@@ -25,13 +25,17 @@ import urllib.request
 
 from jsclient.server import NatsCluster, NatsServer, free_port
 
-from .link import Link
+from .link import DOWN, UP, Link
 
 
 class LinkedCluster(NatsCluster):
     """A cluster on loopback whose routes pass through links; ``client_links[i]`` leads to server i."""
 
-    def __init__(self, size: int = 3, *, name: str = "nemesis", config: str = "") -> None:
+    def __init__(
+        self, size: int = 3, *, name: str = "nemesis", config: str = "", frames: bool = False
+    ) -> None:
+        """``frames``: the route links cut what passes into route frames (see :meth:`withhold_raft`); the
+        routes are then uncompressed, so that the frames can be read."""
         # NatsCluster.__init__ would build members routed to each other directly: these are built here instead.
         self.size = size
         self.name = name
@@ -42,16 +46,20 @@ class LinkedCluster(NatsCluster):
         self.route_links: dict[tuple[int, int], Link] = {}
         self.servers: list[NatsServer] = []
         self.client_links: list[Link] = []
+        uncompressed = "  compression: off\n" if frames else ""
         try:
             for i in range(size):
                 for j in range(size):
                     if i != j:
-                        self.route_links[i, j] = Link(("127.0.0.1", cluster_ports[j]), name=f"route-{i}-{j}")
+                        self.route_links[i, j] = Link(
+                            ("127.0.0.1", cluster_ports[j]), name=f"route-{i}-{j}", routes=frames
+                        )
             for i, cport in enumerate(cluster_ports):
                 routes = ", ".join(self.route_links[i, j].route_url for j in range(size) if j != i)
                 block = (
                     f"cluster {{\n  name: {name}\n  listen: 127.0.0.1:{cport}\n"
-                    f'  advertise: "127.0.0.1:{dead}"\n  no_advertise: true\n  routes: [{routes}]\n}}\n{config}'
+                    f'  advertise: "127.0.0.1:{dead}"\n  no_advertise: true\n  routes: [{routes}]\n'
+                    f"{uncompressed}}}\n{config}"
                 )
                 self.servers.append(NatsServer(config=block, name=f"{name}-{i}"))
             self.client_links = [Link(srv.host_port, name=f"client-{i}") for i, srv in enumerate(self.servers)]
@@ -81,6 +89,19 @@ class LinkedCluster(NatsCluster):
         for link in self.routes_of(member):
             link.blackhole()
 
+    def one_way(self, src: int, dst: int) -> None:
+        """Between ``src`` and ``dst``, route bytes pass from ``src`` to ``dst`` only (an asymmetric partition):
+        on the route ``src`` dialled they go up, on the one ``dst`` dialled down."""
+        self.route_links[src, dst].one_way(UP)
+        self.route_links[dst, src].one_way(DOWN)
+
+    def withhold_raft(self, src: int, dst: int) -> None:
+        """From ``src`` to ``dst``, Raft's route frames (votes, appends, heartbeats: ``$NRG.``) wait until
+        heal(); everything else passes both ways.  ``dst`` hears ``src``'s interest, never its term.
+        Needs ``frames=True``."""
+        self.route_links[src, dst].withhold(UP, "$NRG.")
+        self.route_links[dst, src].withhold(DOWN, "$NRG.")
+
     def heal(self) -> None:
         for link in self.links:
             link.heal()
@@ -93,6 +114,16 @@ class LinkedCluster(NatsCluster):
                 return int(json.load(reply)["num_routes"])
         except (OSError, ValueError, KeyError):
             return -1
+
+    def route_interest(self, member: int) -> set[tuple[str, str]]:
+        """(peer's server name, subject) of every subscription ``member`` knows its routes for (its /routez)."""
+        url = f"http://127.0.0.1:{self.servers[member].monitor_port}/routez?subs=1"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                routes = json.load(reply)["routes"] or []
+        except (OSError, ValueError, KeyError):
+            return set()
+        return {(r.get("remote_name", ""), sub) for r in routes for sub in r.get("subscriptions_list") or []}
 
     def stop(self) -> None:
         """The servers (as NatsCluster does), then every link."""

@@ -11,7 +11,9 @@ how it ended (``status``):
 * ``conflict``: a compare-and-set refused because another one on the key was still in process on the
   stream leader (nats-server's bare "wrong last sequence", with no revision): not applied, but no claim
   about the key either, since that other one may never commit (a proposal lost with a partitioned leader);
-* ``unknown``: no answer (TimeoutError, a lost connection: the error's ``outcome`` is UNKNOWN);
+* ``unknown``: the error's ``outcome`` is UNKNOWN: no answer (TimeoutError, a lost connection), or a
+  refusal that may not be the last word (a compare-and-set refused by a server in a cluster, where a
+  deposed leader can refuse what the new one stores: docs/guarantees.rst);
 * ``rejected``: definitely not applied (``outcome`` NOT_DELIVERED, or the server answered with an API error);
 * ``unclassified``: a jsclient error that says nothing of its outcome (a contract breach);
 * ``crash``: an exception that is not a jsclient error at all.
@@ -72,12 +74,12 @@ STALE_REVISION = 10071
 
 def classify(exc: BaseException) -> str:
     """The status of a call that raised ``exc`` (see the module docstring)."""
-    if isinstance(exc, KeyWrongRevisionError):
-        return "fail" if exc.err_code == STALE_REVISION else "conflict"
     if not isinstance(exc, jsclient.Error):
         return "crash"
     if exc.outcome is RequestOutcome.UNKNOWN:
         return "unknown"
+    if isinstance(exc, KeyWrongRevisionError):
+        return "fail" if exc.err_code == STALE_REVISION else "conflict"
     if exc.outcome is RequestOutcome.NOT_DELIVERED or exc.outcome is RequestOutcome.REFUSED:
         return "rejected"
     return "unclassified"

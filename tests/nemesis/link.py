@@ -11,6 +11,14 @@ TLS alike), and the nemesis changes how, at any moment:
   connections are accepted and held, not connected upstream, until then.
 * ``reset()``: every current connection is closed with RST on both sides (SO_LINGER 0), as when
   a middlebox drops its state; the mode is unchanged and new connections come through.
+* ``one_way(UP)`` (or ``DOWN``): bytes pass from the dialling side to upstream only (or back only);
+  the other way they wait as in a black hole, until ``heal()``.  An asymmetric partition.
+* ``withhold(way, prefix)``, on a link made with ``routes=True``: the route protocol's frames whose
+  first word (the account, or on an account's own route the subject) starts with ``prefix`` wait,
+  going ``way``, while every other frame passes; ``heal()`` sends them on, in order.  ``$NRG.``
+  picks Raft's votes and appends (the system account has a route of its own, so its frames name the
+  subject first).  What no real network does on demand: it opens the window in
+  which a healed server has heard the new leader's interest but not its term.
 
 One thread runs a selector loop for all of a link's connections (no thread
 per connection), at most ``max_connections`` of them (more get RST at once),
@@ -33,6 +41,8 @@ from collections.abc import Callable
 from ..proxy import listen_loopback
 
 PASS, DELAY, BLACKHOLE = "pass", "delay", "blackhole"
+#: The two ways of a connection: from the side that dialled the link to upstream, and back.
+UP, DOWN = "up", "down"
 
 
 def abort(sock: socket.socket) -> None:
@@ -45,9 +55,12 @@ def abort(sock: socket.socket) -> None:
 class _Half:
     """One direction of a connection: bytes read from ``src`` wait in ``queue`` (with the time they may leave)."""
 
-    __slots__ = ("blocked", "dst", "eof", "queue", "queued", "shut", "src")
+    __slots__ = ("blocked", "cutter", "dst", "eof", "queue", "queued", "shut", "src", "way", "withheld")
 
-    def __init__(self, src: socket.socket, dst: socket.socket | None) -> None:
+    def __init__(self, src: socket.socket, dst: socket.socket | None, way: str, *, routes: bool = False) -> None:
+        self.way = way  # UP or DOWN
+        self.cutter = RouteFrames() if routes else None
+        self.withheld: list[bytes] = []  # frames a withhold() keeps back, in order
         self.src = src
         self.dst = dst
         self.queue: collections.deque[tuple[float, bytes]] = collections.deque()
@@ -57,22 +70,49 @@ class _Half:
         self.blocked = False  # dst took only part of what was due: wait until it is writable
 
 
+class RouteFrames:
+    """Cuts a route connection's byte stream into whole frames, each with its first word after the
+    operation (an account, or a subject on an account's own route; None for PING, INFO and the like)."""
+
+    _ACCOUNT_OPS = (b"RS+", b"RS-", b"LS+", b"LS-", b"A+", b"A-")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[bytes | None, bytes]]:
+        self._buf += data
+        out: list[tuple[bytes | None, bytes]] = []
+        while (end := self._buf.find(b"\r\n")) >= 0:
+            words = bytes(self._buf[:end]).split()
+            op = words[0].upper() if words else b""
+            stop = end + 2
+            if op in (b"RMSG", b"HMSG"):
+                stop += int(words[-1]) + 2
+                if len(self._buf) < stop:
+                    break
+            account = words[1] if len(words) > 1 and (op in (b"RMSG", b"HMSG") or op in self._ACCOUNT_OPS) else None
+            out.append((account, bytes(self._buf[:stop])))
+            del self._buf[:stop]
+        return out
+
+
 class _Pair:
     """An accepted client socket and its upstream socket (None while held by a black hole)."""
 
-    __slots__ = ("client", "down", "dropped", "server", "up")
+    __slots__ = ("client", "down", "dropped", "routes", "server", "up")
 
-    def __init__(self, client: socket.socket) -> None:
+    def __init__(self, client: socket.socket, *, routes: bool) -> None:
         self.client = client
         self.dropped = False
+        self.routes = routes
         self.server: socket.socket | None = None
-        self.up = _Half(client, None)
+        self.up = _Half(client, None, UP, routes=routes)
         self.down: _Half | None = None
 
     def connect(self, server: socket.socket) -> None:
         self.server = server
         self.up.dst = server
-        self.down = _Half(server, self.client)
+        self.down = _Half(server, self.client, DOWN, routes=self.routes)
 
     def halves(self) -> list[_Half]:
         return [self.up] if self.down is None else [self.up, self.down]
@@ -88,13 +128,17 @@ class Link:
         name: str = "link",
         max_connections: int = 64,
         buffer_limit: int = 1 << 20,
+        routes: bool = False,
     ) -> None:
         self.upstream = upstream
+        self.routes = routes  # cut what passes into route frames, so that withhold() can pick some
         self.name = name
         self.max_connections = max_connections
         self.buffer_limit = buffer_limit
         self.mode = PASS
         self.latency = 0.0
+        self.held: frozenset[str] = frozenset()  # ways whose bytes wait (one_way)
+        self.withholding: tuple[str, bytes] | None = None  # (way, prefix) of the route frames that wait
         #: Counters the link's own tests read: connections accepted, refused (over the cap or no
         #: upstream), reset by reset(), bytes forwarded each way.
         self.stats = collections.Counter[str]()
@@ -143,6 +187,17 @@ class Link:
         """Stop moving bytes both ways, closing nothing (half-open connections)."""
         self._call(lambda: self._set_mode(BLACKHOLE, self.latency))
 
+    def one_way(self, way: str) -> None:
+        """Pass bytes only ``way`` (UP: from the dialling side; DOWN: back to it); the rest wait until heal()."""
+        assert way in (UP, DOWN), way
+        held = frozenset({DOWN if way == UP else UP})
+        self._call(lambda: self._set_mode(PASS, 0.0, held))
+
+    def withhold(self, way: str, prefix: str) -> None:
+        """Route frames going ``way`` whose first word starts with ``prefix`` wait until heal(); all else passes."""
+        assert self.routes and way in (UP, DOWN), (self.routes, way)
+        self._call(lambda: self._withhold(way, prefix.encode()))
+
     def reset(self) -> None:
         """RST both sides of every current connection."""
         self._call(self._reset_all)
@@ -177,8 +232,19 @@ class Link:
             raise TimeoutError(f"{self!r}: the loop did not apply a command within {timeout} s")
 
     # -- the loop's own ---------------------------------------------------------------
-    def _set_mode(self, mode: str, latency: float) -> None:
-        self.mode, self.latency = mode, latency
+    def _withhold(self, way: str, prefix: bytes) -> None:
+        self._set_mode(PASS, 0.0)
+        self.withholding = (way, prefix)
+
+    def _set_mode(self, mode: str, latency: float, held: frozenset[str] = frozenset()) -> None:
+        self.mode, self.latency, self.held = mode, latency, held
+        self.withholding = None
+        for pair in self._pairs:  # what was withheld goes now, after what is queued
+            for half in pair.halves():
+                for frame in half.withheld:
+                    half.queue.append((0.0, frame))
+                    half.queued += len(frame)
+                half.withheld.clear()
         if mode == PASS:  # what waits for its time goes now, in order
             for pair in self._pairs:
                 for half in pair.halves():
@@ -228,7 +294,10 @@ class Link:
     def _next_due(self) -> float | None:
         if self.mode == BLACKHOLE:
             return None
-        dues = [half.queue[0][0] for pair in self._pairs for half in pair.halves() if half.queue and not half.blocked]
+        dues = [
+            half.queue[0][0] for pair in self._pairs for half in pair.halves()
+            if half.queue and not half.blocked and half.way not in self.held
+        ]
         if not dues:
             return None
         return max(0.0, min(dues) - time.monotonic())
@@ -248,7 +317,7 @@ class Link:
                 continue
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            pair = _Pair(client)
+            pair = _Pair(client, routes=self.routes)
             self._pairs.append(pair)
             self._owner[client] = pair
             if self.mode != BLACKHOLE:
@@ -275,7 +344,10 @@ class Link:
         if self.mode == BLACKHOLE:
             return
         reading = pair.up if sock is pair.client else pair.down
-        if reading is not None and not reading.eof and reading.dst is not None and reading.queued < self.buffer_limit:
+        if (
+            reading is not None and not reading.eof and reading.dst is not None
+            and reading.queued < self.buffer_limit and reading.way not in self.held
+        ):
             try:
                 data = sock.recv(65536)
             except (BlockingIOError, InterruptedError):
@@ -285,6 +357,15 @@ class Link:
                 return
             if data == b"":
                 reading.eof = True
+            elif data and reading.cutter is not None:
+                due = time.monotonic() + self.latency
+                keep = self.withholding
+                for first, frame in reading.cutter.feed(data):
+                    if keep is not None and reading.way == keep[0] and first is not None and first.startswith(keep[1]):
+                        reading.withheld.append(frame)
+                    else:
+                        reading.queue.append((due, frame))
+                        reading.queued += len(frame)
             elif data:
                 reading.queue.append((time.monotonic() + self.latency, data))
                 reading.queued += len(data)
@@ -303,7 +384,7 @@ class Link:
         now = time.monotonic()
         for half in pair.halves():
             dst = half.dst
-            if dst is None:
+            if dst is None or half.way in self.held:
                 continue
             half.blocked = False
             while half.queue and half.queue[0][0] <= now:
@@ -345,7 +426,7 @@ class Link:
                 writing = pair.down if sock is pair.client else pair.up
                 if (
                     reading is not None and reading.dst is not None and not reading.eof
-                    and reading.queued < self.buffer_limit
+                    and reading.queued < self.buffer_limit and reading.way not in self.held
                 ):
                     events |= selectors.EVENT_READ
                 if writing is not None and writing.blocked:

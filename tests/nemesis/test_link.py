@@ -16,7 +16,7 @@ import jsclient
 from jsclient.server import NatsServer
 from tests.nemesis.cluster import LinkedCluster
 from tests.nemesis.history import Resources, leftovers
-from tests.nemesis.link import Link
+from tests.nemesis.link import DOWN, UP, Link
 from tests.proxy import listen_loopback
 from tests.test_resilience import Events, connect
 
@@ -127,6 +127,33 @@ def test_blackhole_moves_nothing_and_closes_nothing_until_healed(link: Link, ech
         sock.settimeout(5)
         assert sock.recv(100) == b"into the hole"  # what waited arrives, on the same connection
         assert roundtrip(sock, b"again") == b"again"
+
+
+def test_one_way_passes_bytes_up_only_and_the_way_back_waits_until_healed(link: Link, echo: Echo) -> None:
+    """Up passes (the echo server gets the bytes), down holds (its echo waits in the link), heal lets it out."""
+    with dial(link) as sock:
+        roundtrip(sock, b"before")
+        link.one_way(UP)
+        sock.sendall(b"one way")
+        deadline = time.monotonic() + 10
+        while link.stats["up"] < len(b"before") + len(b"one way") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert link.stats["up"] == len(b"before") + len(b"one way")  # upstream has it
+        sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # its echo is held
+            sock.recv(100)
+        assert link.stats["down"] == len(b"before")
+        link.heal()
+        sock.settimeout(5)
+        assert sock.recv(100) == b"one way"
+        link.one_way(DOWN)  # the other way: nothing goes up
+        sock.sendall(b"held")
+        with pytest.raises(TimeoutError):
+            sock.settimeout(0.5)
+            sock.recv(100)
+        link.heal()
+        sock.settimeout(5)
+        assert sock.recv(100) == b"held"
 
 
 def test_a_connection_opened_in_a_blackhole_is_held_then_connected_on_heal(link: Link, echo: Echo) -> None:
