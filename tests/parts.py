@@ -1,0 +1,96 @@
+"""``make test``'s parts, each run whatever the others did, then one table: counts and wall time per part.
+
+The whole suite on the newest nats-server, then the compat subset (``-m compat``) on each older release.  A
+part that fails does not hide the ones after it: every part runs, the table says which failed, and the exit
+status is 1 when any did.  Run as ``python -m tests.parts --servers 2.10.26 2.11.11 --server-dir build/servers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+#: pytest's closing line: "3 failed, 1480 passed, 2 skipped in 974.55s (0:16:14)".
+SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s")
+
+
+@dataclass
+class Part:
+    name: str
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    status: int | None = None
+    seconds: float = 0.0
+    counts: str = "no summary line"
+
+
+def parts(servers: list[str], server_dir: str, python: str) -> list[Part]:
+    made = [Part("newest nats-server, whole suite", [python, "-m", "pytest"])]
+    for version in servers:
+        binary = os.path.join(server_dir, version, "nats-server")
+        made.append(Part(f"nats-server {version}, compat subset", [python, "-m", "pytest", "-m", "compat"],
+                         {"NATS_SERVER_BIN": binary}))
+    return made
+
+
+def run(part: Part) -> None:
+    """Runs ``part``, its output passed through as it comes; its status, time and pytest's counts recorded."""
+    print(f"== {part.name}", flush=True)
+    started = time.monotonic()
+    tail: collections.deque[str] = collections.deque(maxlen=50)
+    with subprocess.Popen(
+        part.args, env={**os.environ, **part.env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        bufsize=1,
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            tail.append(line.rstrip("\n"))
+        part.status = proc.wait()
+    part.seconds = time.monotonic() - started
+    for line in reversed(tail):
+        found = SUMMARY.match(line.strip())
+        if found:
+            part.counts = found.group(1)
+            break
+
+
+def report(done: list[Part]) -> str:
+    width = max(len(p.name) for p in done)
+    lines = ["== make test, part by part"]
+    for p in done:
+        verdict = "ok" if p.status == 0 else f"FAILED (exit {p.status})"
+        minutes, seconds = divmod(round(p.seconds), 60)
+        lines.append(f"{p.name:<{width}}  {minutes:>3}:{seconds:02d}  {verdict:<16} {p.counts}")
+    total = round(sum(p.seconds for p in done))
+    lines.append(f"{'all parts':<{width}}  {total // 60:>3}:{total % 60:02d}")
+    counts: collections.Counter[str] = collections.Counter()
+    for p in done:
+        for number, word in re.findall(r"(\d+) (\w+)", p.counts):
+            counts["failed" if word in ("failed", "error", "errors") else word] += int(number)
+    if any(p.status != 0 and p.counts == "no summary line" for p in done):
+        counts["failed"] += 1  # a part that ended before pytest could count (a crash, a collection error)
+    lines.append(f"total: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--servers", nargs="*", default=[], help="older nats-server releases for the compat subset")
+    parser.add_argument("--server-dir", default="build/servers", help="where each release's binary is")
+    args = parser.parse_args(argv)
+    done = parts(args.servers, args.server_dir, sys.executable)
+    for part in done:
+        run(part)
+    print(report(done), flush=True)
+    return 0 if all(p.status == 0 for p in done) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""``make test-stress``: the suite (or a named part of it) with the machine made busy on purpose.
+
+Three kinds of load, one round each, repeated until every kind has passed ``--passes`` times in a row
+(or ``--rounds`` rounds have run):
+
+* ``hogs-low``: a CPU hog per core at a lower priority than the tests (nice 10);
+* ``hogs-same``: a CPU hog per core at the same priority;
+* ``servers-slowed``: the tests' own nats-server processes stopped for ``--stop-ms`` in every
+  ``--every-ms`` (SIGSTOP, then SIGCONT), as a loaded machine would deschedule them.
+
+Each round's pytest output goes to ``build/stress/<round>-<kind>.log``; the table at the end names every
+round that failed and its failing tests.  A failure here is a finding: find its cause (a wait on a sleep,
+a count other threads disturb, a port the kernel can hand out elsewhere) before calling it a flake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+KINDS = ("hogs-low", "hogs-same", "servers-slowed")
+HOG = "while True: pass"
+
+
+@contextlib.contextmanager
+def hogs(nice: int) -> Iterator[None]:
+    """One busy process per core at ``nice``, for as long as the block runs."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=(lambda: os.nice(nice)) if nice else None)
+        for _ in range(os.cpu_count() or 1)
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def servers_under(root: int) -> list[int]:
+    """The nats-server processes descended from ``root`` (read from /proc)."""
+    parent: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            pid = int(entry.name)
+            parent[pid] = int(stat[stat.rindex(")") + 2 :].split()[1])
+            names[pid] = name
+    found = []
+    for pid, name in names.items():
+        if name != "nats-server":
+            continue
+        up = parent.get(pid, 0)
+        while up and up != root:
+            up = parent.get(up, 0)
+        if up == root:
+            found.append(pid)
+    return found
+
+
+@contextlib.contextmanager
+def slowed_servers(root: int, stop_ms: int, every_ms: int) -> Iterator[None]:
+    """Stop every nats-server under ``root`` for ``stop_ms`` in each ``every_ms``, until the block ends."""
+    done = threading.Event()
+
+    def pause() -> None:
+        while not done.wait(every_ms / 1000):
+            pids = servers_under(root)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            time.sleep(stop_ms / 1000)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=pause, name="stress-pauser", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        for pid in servers_under(root):  # never leave one stopped
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def run_round(kind: str, args: argparse.Namespace, log: Path) -> tuple[int, list[str]]:
+    """One pytest run under ``kind`` of load: its exit status and its failing tests."""
+    command = [sys.executable, "-m", "pytest", *args.pytest_args]
+    with log.open("w") as out:
+        if kind == "servers-slowed":
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            with slowed_servers(proc.pid, args.stop_ms, args.every_ms):
+                status = proc.wait()
+        else:
+            with hogs(10 if kind == "hogs-low" else 0):
+                status = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", log.read_text(errors="replace"), re.M)
+    return status, failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--passes", type=int, default=2, help="passes in a row each kind of load needs")
+    parser.add_argument("--rounds", type=int, default=12, help="rounds at the most")
+    parser.add_argument("--stop-ms", type=int, default=30, help="servers-slowed: how long each stop lasts")
+    parser.add_argument("--every-ms", type=int, default=500, help="servers-slowed: how often a stop comes")
+    parser.add_argument("pytest_args", nargs="*", default=[], help="what pytest runs (default: the whole suite)")
+    args = parser.parse_args(argv)
+    logs = Path("build/stress")
+    logs.mkdir(parents=True, exist_ok=True)
+    streak = dict.fromkeys(KINDS, 0)
+    table: list[str] = []
+    for number in range(1, args.rounds + 1):
+        kind = min(KINDS, key=lambda k: (streak[k], KINDS.index(k)))
+        if streak[kind] >= args.passes:
+            break
+        log = logs / f"{number:02d}-{kind}.log"
+        started = time.monotonic()
+        status, failed = run_round(kind, args, log)
+        streak[kind] = streak[kind] + 1 if status == 0 else 0
+        line = f"round {number:2d} {kind:<15} {time.monotonic() - started:7.0f} s  exit {status}  {log}"
+        table.append(line + "".join(f"\n    {name}" for name in failed))
+        print(table[-1], flush=True)
+    print("== make test-stress")
+    print("\n".join(table))
+    ok = all(n >= args.passes for n in streak.values())
+    print(f"every kind of load passed {args.passes} times in a row: {'yes' if ok else 'no'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

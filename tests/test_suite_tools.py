@@ -1,0 +1,51 @@
+"""make test's part runner and make test-stress's load: what they print and whom they stop."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from jsclient.server import NatsServer
+
+from .parts import Part, report, run
+from .stress import servers_under, slowed_servers
+
+
+def test_every_part_runs_and_the_table_counts_each_and_fails_when_one_failed() -> None:
+    ok = Part("passes", [sys.executable, "-c", "print('=== 3 passed, 1 skipped in 0.10s ===')"])
+    bad = Part("fails", [sys.executable, "-c", "print('1 failed, 2 passed in 0.2s'); raise SystemExit(1)"])
+    crash = Part("crashes", [sys.executable, "-c", "raise SystemExit(3)"])
+    for part in (ok, bad, crash):
+        run(part)
+    assert (ok.status, bad.status, crash.status) == (0, 1, 3)
+    assert (ok.counts, bad.counts, crash.counts) == ("3 passed, 1 skipped", "1 failed, 2 passed", "no summary line")
+    table = report([ok, bad, crash])
+    assert "FAILED (exit 1)" in table and "FAILED (exit 3)" in table
+    assert table.splitlines()[-1] == "total: 5 passed, 2 failed, 1 skipped"  # the crash counts as a failure
+
+
+def test_the_stress_pauser_stops_only_servers_below_its_root_and_leaves_none_stopped() -> None:
+    with NatsServer(jetstream=False) as mine:
+        assert mine.proc is not None
+        pid = mine.proc.pid
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            assert servers_under(os.getpid()) == [pid]
+            assert servers_under(child.pid) == []
+            with slowed_servers(os.getpid(), stop_ms=200, every_ms=50):
+                deadline = time.monotonic() + 10
+                while state(pid) != "T" and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                assert state(pid) == "T"  # it was stopped at least once
+            assert state(pid) != "T"
+        finally:
+            child.kill()
+            child.wait()
+
+
+def state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return stat[stat.rindex(")") + 2]
