@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all test test-stress lint servers test-servers demo bench bench-spark soak docs dist clean
+.PHONY: all test test-pythons test-stress lint servers test-servers demo bench bench-spark soak docs dist clean
 
 all: test
 
@@ -28,7 +28,12 @@ servers: $(STAMP)
 ## tests/test_docs.py, and the built wheel in a fresh virtualenv, tests/test_dist.py), then the compat subset on each
 ## older one (tests/parts.py: every part runs, then a table of each part's counts and wall time; fails if any part did).
 test: lint servers
-	$(PY) -m tests.parts --servers $(OLD_SERVERS) --server-dir $(SERVERS)
+	$(PY) -m tests.parts --servers $(OLD_SERVERS) --server-dir $(SERVERS) --newest-python
+
+## make test-pythons: the whole suite under each CPython from 3.11 up on the machine (tests/pythons.py: each in a
+## virtualenv of its own, .venv-3.N, Spark where pyspark supports it; a missing one is said and skipped).
+test-pythons: lint servers
+	$(PY) -m tests.parts --pythons
 
 ## make test-stress: the suite with the machine made busy on purpose (a CPU hog per core at a lower priority, at
 ## the same priority, and the tests' own servers stopped 30 ms in every 500), round after round until each kind
@@ -88,4 +93,4 @@ dist: $(STAMP)
 	$(PY) -m build --outdir dist .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

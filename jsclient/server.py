@@ -75,6 +75,25 @@ _handed_out: set[int] = set()
 _pick = random.Random()
 
 
+#: "i/n": this process (and its children) picks ports from the i-th of n equal slices of the range below the
+#: ephemeral one, so that n test processes side by side never pick the same port (tests/conftest.py sets it
+#: in each pytest-xdist worker).
+PORT_SLOT = "JSCLIENT_PORT_SLOT"
+
+
+def _slot(ports: range) -> range:
+    """The slice of ``ports`` that PORT_SLOT gives this process (all of them without it)."""
+    given = os.environ.get(PORT_SLOT, "")
+    try:
+        index, count = map(int, given.split("/"))
+    except ValueError:
+        return ports
+    if not 0 <= index < count:
+        return ports
+    size = len(ports) // count
+    return range(ports.start + index * size, ports.start + (index + 1) * size)
+
+
 def free_port() -> int:
     """A free loopback port below the ephemeral range.
 
@@ -83,10 +102,11 @@ def free_port() -> int:
     monitor port taken before the server binds it, or a reconnecting client
     connected to itself on a stopped server's port.  Ports below that range
     are never given out by the kernel, so only another test process picking
-    the same one at random can collide.
+    the same one at random can collide; test processes run side by side
+    (pytest-xdist's workers) each take a slice of their own: ``PORT_SLOT``.
     """
     ephemeral = _ephemeral_ports()
-    candidates = range(10000, ephemeral.start) if ephemeral.start > 12000 else None
+    candidates = _slot(range(10000, ephemeral.start)) if ephemeral.start > 12000 else None
     for _ in range(200):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import jsclient
-from jsclient.server import NatsServer, binary_version, find_server_binary
+from jsclient.server import PORT_SLOT, NatsServer, binary_version, find_server_binary
 
 from .servers import release
 
@@ -27,6 +27,9 @@ def server_release() -> tuple[int, int, int]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw3" in pytest-xdist's fourth worker
+    if worker.startswith("gw"):
+        os.environ[PORT_SLOT] = f"{worker[2:]}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}"
     config.addinivalue_line(
         "markers",
         "needs_server(version): the test uses a feature of that nats-server release; on an older server it"

@@ -1,8 +1,10 @@
 """``make test``'s parts, each run whatever the others did, then one table: counts and wall time per part.
 
-The whole suite on the newest nats-server, then the compat subset (``-m compat``) on each older release.  A
-part that fails does not hide the ones after it: every part runs, the table says which failed, and the exit
-status is 1 when any did.  Run as ``python -m tests.parts --servers 2.10.26 2.11.11 --server-dir build/servers``.
+``make test``: the whole suite on the newest nats-server, the compat subset (``-m compat``) on each older
+release, and the compat subset under the newest CPython on the machine when it is not the one running
+(``--newest-python``).  ``make test-pythons``: the whole suite under each supported CPython
+(``--pythons``; a missing one is a line that says so).  A part that fails does not hide the ones after it:
+every part runs, the table says which failed, and the exit status is 1 when any did.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+
+from . import pythons
 
 #: pytest's closing line: "3 failed, 1480 passed, 2 skipped in 974.55s (0:16:14)".
 SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s")
@@ -37,6 +41,17 @@ def parts(servers: list[str], server_dir: str, python: str) -> list[Part]:
         made.append(Part(f"nats-server {version}, compat subset", [python, "-m", "pytest", "-m", "compat"],
                          {"NATS_SERVER_BIN": binary}))
     return made
+
+
+def under(release: str, pytest_args: list[str], what: str, *, whole: bool) -> Part | None:
+    """pytest under CPython ``release`` in its own virtualenv; None (said) when the machine lacks it."""
+    python = pythons.find(release)
+    if python is None:
+        print(f"== Python {release}: not on this machine, skipped", flush=True)
+        return None
+    print(f"== Python {release}: its virtualenv ({python})", flush=True)
+    where = pythons.venv(release, python, whole=whole)
+    return Part(f"Python {release}, {what}", [str(where / "bin" / "python"), "-m", "pytest", *pytest_args])
 
 
 def run(part: Part) -> None:
@@ -84,8 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--servers", nargs="*", default=[], help="older nats-server releases for the compat subset")
     parser.add_argument("--server-dir", default="build/servers", help="where each release's binary is")
+    parser.add_argument("--newest-python", action="store_true",
+                        help="also the compat subset under the newest supported CPython, if not this one")
+    parser.add_argument("--pythons", action="store_true", help="only the whole suite under each supported CPython")
     args = parser.parse_args(argv)
-    done = parts(args.servers, args.server_dir, sys.executable)
+    if args.pythons:
+        found = [under(release, [], "whole suite", whole=True) for release in pythons.SUPPORTED]
+        done = [part for part in found if part is not None]
+    else:
+        done = parts(args.servers, args.server_dir, sys.executable)
+        newest = pythons.newest() if args.newest_python else None
+        if newest is not None and newest != f"{sys.version_info[0]}.{sys.version_info[1]}":
+            extra = under(newest, ["-m", "compat"], "compat subset", whole=False)
+            if extra is not None:
+                done.append(extra)
     for part in done:
         run(part)
     print(report(done), flush=True)

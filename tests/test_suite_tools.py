@@ -7,6 +7,9 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from jsclient import server
 from jsclient.server import NatsServer
 
 from .parts import Part, report, run
@@ -49,3 +52,18 @@ def state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
     return stat[stat.rindex(")") + 2]
+
+
+def test_side_by_side_test_processes_pick_ports_from_slices_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's workers each set PORT_SLOT (tests/conftest.py): their free ports never meet."""
+    below = range(10000, server._ephemeral_ports().start)
+    seen: list[set[int]] = []
+    for index in range(3):
+        monkeypatch.setenv(server.PORT_SLOT, f"{index}/3")
+        ports = {server.free_port() for _ in range(40)}
+        size = len(below) // 3
+        assert all(below.start + index * size <= p < below.start + (index + 1) * size for p in ports), ports
+        seen.append(ports)
+    assert not (seen[0] & seen[1] or seen[1] & seen[2] or seen[0] & seen[2])
+    monkeypatch.setenv(server.PORT_SLOT, "nonsense")  # read as no slot: the whole range
+    assert server.free_port() in below
