@@ -452,10 +452,12 @@ class Connection:
         return self._session.reconnects
 
     def stats(self) -> dict[str, int]:
-        """Counts of the messages and payload bytes received and sent.
+        """Counts of the messages and payload bytes received and sent, and of late replies.
 
         Returns:
-            ``in_msgs``, ``in_bytes``, ``out_msgs`` and ``out_bytes``, by name (a new dict).
+            ``in_msgs``, ``in_bytes``, ``out_msgs`` and ``out_bytes``, by name (a new dict), and
+            ``late_replies``: replies that came for a request that had already ended (it timed out, or
+            another responder answered first; each is logged at DEBUG).
 
         Raises:
             : Nothing.

@@ -34,12 +34,18 @@ class Part:
     counts: str = "no summary line"
 
 
+#: pytest-xdist: a worker per core (JSCLIENT_TEST_WORKERS overrides; 0 runs in one process), each test
+#: file on one worker, so that a module's server and a session's Spark start once per worker.
+WORKERS = os.environ.get("JSCLIENT_TEST_WORKERS", str(os.cpu_count() or 1))
+PARALLEL = ["-n", WORKERS, "--dist", "loadfile"] if WORKERS != "0" else []
+
+
 def parts(servers: list[str], server_dir: str, python: str) -> list[Part]:
-    made = [Part("newest nats-server, whole suite", [python, "-m", "pytest"])]
+    made = [Part("newest nats-server, whole suite", [python, "-m", "pytest", *PARALLEL])]
     for version in servers:
         binary = os.path.join(server_dir, version, "nats-server")
-        made.append(Part(f"nats-server {version}, compat subset", [python, "-m", "pytest", "-m", "compat"],
-                         {"NATS_SERVER_BIN": binary}))
+        made.append(Part(f"nats-server {version}, compat subset",
+                         [python, "-m", "pytest", *PARALLEL, "-m", "compat"], {"NATS_SERVER_BIN": binary}))
     return made
 
 
@@ -104,13 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pythons", action="store_true", help="only the whole suite under each supported CPython")
     args = parser.parse_args(argv)
     if args.pythons:
-        found = [under(release, [], "whole suite", whole=True) for release in pythons.SUPPORTED]
+        found = [under(release, PARALLEL, "whole suite", whole=True) for release in pythons.SUPPORTED]
         done = [part for part in found if part is not None]
     else:
         done = parts(args.servers, args.server_dir, sys.executable)
         newest = pythons.newest() if args.newest_python else None
         if newest is not None and newest != f"{sys.version_info[0]}.{sys.version_info[1]}":
-            extra = under(newest, ["-m", "compat"], "compat subset", whole=False)
+            extra = under(newest, [*PARALLEL, "-m", "compat"], "compat subset", whole=False)
             if extra is not None:
                 done.append(extra)
     for part in done:
