@@ -87,10 +87,12 @@ def js(nc: jsclient.Connection, server: NatsServer) -> Iterator[jsclient.JetStre
         ctx.delete_stream(name)
     # nats-server 2.15.1 answers a delete before it is done with it: a stream of the same name created at
     # once (the next test's) came back with the old messages, or, when they had been purged first, with the
-    # old sequence numbers and consumers.  It is done when the stream's directory is gone from the store.
+    # old sequence numbers and consumers.  It is done when the stream's directory is gone from the store: the
+    # server first renames it to ".NAME", then removes that (seen as 10049 on creating NAME again in between).
     deadline = time.monotonic() + 10
     store = Path(server.store_dir)
-    while time.monotonic() < deadline and any(any(store.glob(f"*/*/streams/{name}")) for name in names):
+    left = set(names) | {f".{name}" for name in names}
+    while time.monotonic() < deadline and any(entry.name in left for entry in store.glob("*/*/streams/*")):
         time.sleep(0.01)
     while ctx.stream_names() and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("matplotlib", reason="install the docs extra: pip install -e '.[docs]'")
+
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 

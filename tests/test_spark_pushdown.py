@@ -40,12 +40,13 @@ from jsclient.spark.pushdown import (
     push_key_filters,
     push_stream_filters,
 )
-from jsclient.spark.source import BatchReader, UnpushedBatchReader, server_filters
 
 from .conftest import server_release
 
 pyspark_sql = pytest.importorskip("pyspark.sql", reason="install the spark extra: pip install -e '.[spark]'")
 ds = pytest.importorskip("pyspark.sql.datasource")
+from jsclient.spark.source import BatchReader, UnpushedBatchReader, server_filters  # noqa: E402 (needs pyspark)
+
 if not hasattr(ds, "Filter"):  # pragma: no cover - pyspark 4.0 pushes no filters
     pytest.skip("filter pushdown needs pyspark 4.1", allow_module_level=True)
 

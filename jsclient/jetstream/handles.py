@@ -14,6 +14,7 @@ it ends.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from ..checks import seconds, whole
 from ..deprecation import renamed_keywords, renamed_method
 from ..errors import (
     ConsumerNotFoundError,
+    Error,
     InvalidArgumentError,
     JetStreamAPIError,
     JetStreamStatusError,
@@ -958,7 +960,10 @@ class OrderedConsumer:
         self._closed = True
         if self._stream is not None:
             self._stream.stop()
-        self._reset()
+        name, self._consumer = self._consumer, None
+        if name is not None:  # waited for, unlike a reset's: after close() the consumer is gone
+            with contextlib.suppress(Error):
+                self._js.delete_consumer(self.stream, name)
 
     def __enter__(self) -> OrderedConsumer:
         return self
