@@ -75,9 +75,9 @@ _handed_out: set[int] = set()
 _pick = random.Random()
 
 
-#: "i/n": this process (and its children) picks ports from the i-th of n equal slices of the range below the
-#: ephemeral one, so that n test processes side by side never pick the same port (tests/conftest.py sets it
-#: in each pytest-xdist worker).
+#: The environment variable that, set to ``i/n``, makes this process (and its children) pick ports from the
+#: i-th of n equal slices of the range below the ephemeral one, so that n test processes side by side never
+#: pick the same port (tests/conftest.py sets it in each pytest-xdist worker).
 PORT_SLOT = "JSCLIENT_PORT_SLOT"
 
 
