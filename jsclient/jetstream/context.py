@@ -1179,7 +1179,7 @@ class JetStream(Reads):
                 Repeating schedules need server 2.14.
             schedule_target: The subject the schedule publishes to: another subject of the stream.
             schedule_source: Publish the last message on this subject (no wildcards) instead of the
-                schedule's own body.
+                schedule's own body; server 2.14+ (2.12 would ignore it, so it is refused there).
             schedule_ttl: The ``ttl`` of each message the schedule publishes.
             schedule_time_zone: The IANA zone (``"Europe/Amsterdam"``) a cron schedule runs in; left out, UTC.
 
@@ -1190,7 +1190,7 @@ class JetStream(Reads):
             InvalidArgumentError: A bad subject, header or option (a ``schedule_*`` option without ``schedule``,
                 say), or a message over the server's ``max_payload``; raised before anything is sent.
             BadPayloadError: ``payload`` is not bytes-like (a ``str``, say).
-            FeatureNotSupportedError: ``ttl`` or ``schedule`` on a server too old for it.
+            FeatureNotSupportedError: ``ttl``, ``schedule`` or ``schedule_source`` on a server too old for it.
             TimeoutError: No ack within ``timeout``; the message may still have been stored.
             NoStreamResponseError: No stream answered, even after the retries (none stores ``subject``).
             WrongLastSequenceError: ``expected_last_seq`` or ``expected_last_subject_seq`` did not hold.
@@ -1257,7 +1257,7 @@ class JetStream(Reads):
                 Repeating schedules need server 2.14.
             schedule_target: The subject the schedule publishes to: another subject of the stream.
             schedule_source: Publish the last message on this subject (no wildcards) instead of the
-                schedule's own body.
+                schedule's own body; server 2.14+ (2.12 would ignore it, so it is refused there).
             schedule_ttl: The ``ttl`` of each message the schedule publishes.
             schedule_time_zone: The IANA zone (``"Europe/Amsterdam"``) a cron schedule runs in; left out, UTC.
 
@@ -1270,7 +1270,7 @@ class JetStream(Reads):
             InvalidArgumentError: A bad subject, header or option (a ``schedule_*`` option without ``schedule``,
                 say), or a message over the server's ``max_payload``; raised before anything is sent.
             BadPayloadError: ``payload`` is not bytes-like (a ``str``, say).
-            FeatureNotSupportedError: ``ttl`` or ``schedule`` on a server too old for it.
+            FeatureNotSupportedError: ``ttl``, ``schedule`` or ``schedule_source`` on a server too old for it.
             TimeoutError: The window stayed full for ``timeout``; nothing was sent.
             ConnectionClosedError: The connection is closed or draining.
             ReconnectBufferFullError: Reconnecting, and the message does not fit the reconnect buffer; not sent.

@@ -27,7 +27,7 @@ from msgspec import UNSET
 
 from ..errors import FeatureNotSupportedError, RequestOutcome
 from ..release import announced
-from .api import AckPolicy, ConsumerConfig, PersistMode, PriorityPolicy, StreamConfig
+from .api import AckPolicy, ConsumerConfig, PersistMode, PriorityPolicy, StreamConfig, StreamSource
 
 #: The header that asks the JetStream server answering an API call for an API level.
 LEVEL_HEADER = "Nats-Required-Api-Level"
@@ -51,6 +51,12 @@ SCHEDULES = Feature("message schedules", 2, "2.12")
 ASYNC_PERSIST = Feature("persist_mode async", 2, "2.12")
 FAST_BATCH = Feature("fast-ingest batch publish", 4, "2.14")
 REPEATING_SCHEDULES = Feature("repeating message schedules", 4, "2.14")  # 2.12 takes '@at' only
+#: 2.12 takes Nats-Schedule-Source and ignores it: its schedule publishes its own body, not the sampled message.
+SCHEDULE_SOURCE = Feature("schedule_source", 4, "2.14")
+#: A source or mirror read through an existing consumer (``StreamSource.consumer``): 2.10 and 2.11 drop the
+#: field and read through a consumer of their own (one that takes a work-queue origin's messages), 2.12 refuses
+#: it as invalid JSON.
+SOURCE_CONSUMER = Feature("sourcing through a consumer", 4, "2.14")
 CONSUMER_RESET = Feature("consumer reset", 4, "2.14")
 ACK_FLOW_CONTROL = Feature("ack_policy flow_control", 4, "2.14")
 #: Direct gets that a 2.10 server reads wrongly or not at all (ADR-31, revision 2).
@@ -61,8 +67,8 @@ START_TIME_GET = Feature("get by start_time", 1, "2.11")
 #: Every feature a server may lack, for tests and docs.
 ALL = (
     MESSAGE_TTL, DELETE_MARKERS, CONSUMER_PAUSE, PRIORITY_GROUPS, PRIORITIZED, COUNTERS, ATOMIC_BATCH, SCHEDULES,
-    ASYNC_PERSIST, FAST_BATCH, REPEATING_SCHEDULES, CONSUMER_RESET, ACK_FLOW_CONTROL, BATCHED_DIRECT_GET,
-    MULTI_LAST_DIRECT_GET, START_TIME_GET,
+    ASYNC_PERSIST, FAST_BATCH, REPEATING_SCHEDULES, SCHEDULE_SOURCE, SOURCE_CONSUMER, CONSUMER_RESET,
+    ACK_FLOW_CONTROL, BATCHED_DIRECT_GET, MULTI_LAST_DIRECT_GET, START_TIME_GET,
 )
 
 def server_level(info: Mapping[str, Any]) -> int:
@@ -124,6 +130,9 @@ def stream_features(cfg: StreamConfig) -> list[Feature]:
         used.append(ASYNC_PERSIST)
     if _on(cfg.allow_batched):
         used.append(FAST_BATCH)
+    origins = [*(cfg.sources if isinstance(cfg.sources, list) else ()), cfg.mirror]
+    if any(isinstance(origin, StreamSource) and origin.consumer is not UNSET for origin in origins):
+        used.append(SOURCE_CONSUMER)
     return used
 
 

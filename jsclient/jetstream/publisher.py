@@ -97,6 +97,8 @@ class PublishOptions(msgspec.Struct, frozen=True, gc=False):
             needs.append(features.SCHEDULES)
             if msgopts.repeats(scheduled):
                 needs.append(features.REPEATING_SCHEDULES)
+            if self.schedule_source is not None:
+                needs.append(features.SCHEDULE_SOURCE)  # 2.12 would publish the schedule's own body instead
         else:
             for name, option in (("schedule_target", self.schedule_target), ("schedule_source", self.schedule_source),
                                  ("schedule_ttl", self.schedule_ttl), ("schedule_time_zone", self.schedule_time_zone)):

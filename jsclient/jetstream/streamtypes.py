@@ -83,7 +83,7 @@ class StreamSource(APIStruct):
             (several filters, each with its rewrite); not together with ``filter_subject``.
         external: Set when the origin stream is in another JetStream domain or account.
         consumer: Read through a consumer that exists on the origin stream (see
-            :class:`StreamConsumerSource`).
+            :class:`StreamConsumerSource`); server 2.14+ (an older one would drop it, so it is refused there).
     """
 
     name: str
