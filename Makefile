@@ -68,10 +68,12 @@ soak: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-## make bench: jsclient beside nats-py, nats-py-sync, nats-py on a loop thread, pynats2 and a raw-socket bound,
-## in one run: rate and client CPU per operation; exits 1 if a run gives no figure.  Every round, the versions, the
-## machine and the date go to docs/_data/bench.json (commit it: the docs draw their tables and charts from it) and
-## README's performance table is written anew from it.
+## make bench: jsclient beside nats-py, nats-py-sync, nats-py on a loop thread, pynats2, natsio and a raw-socket
+## bound, in one run: rate and client CPU per operation; exits 1 if a run gives no figure.  Each peer runs on the
+## CPython where it does best (benchmarks/pythons.py): nats-py on 3.11, natsio on 3.13, in the .venv-3.N that
+## tests/pythons.py builds on first use (natsio is left out, and said to be, on a machine without 3.13).  Every
+## round, the versions, the interpreters, the machine and the date go to docs/_data/bench.json (commit it: the docs
+## draw their tables and charts from it) and README's performance table is written anew from it.
 bench: $(STAMP)
 	$(PY) -m benchmarks --json docs/_data/bench.json --readme README.rst
 

@@ -1,6 +1,7 @@
-"""`make bench`: jsclient beside nats-py, nats-py-sync, nats-py on a loop thread, pynats2 and a raw-socket bound.
+"""`make bench`: jsclient beside nats-py, nats-py-sync, nats-py on a loop thread, pynats2, natsio and a raw-socket
+bound.
 
-Usage: python -m benchmarks [--repeat N] [--scale F] [--rows a,b] [--json FILE] [--old TREE]
+Usage: python -m benchmarks [--repeat N] [--scale F] [--rows a,b] [--clients a,b] [--json FILE] [--old TREE]
 
 One nats-server, one shared responder process, one feeder process per
 subscribe measurement; every (row, client) pair runs in a fresh process so no
@@ -10,7 +11,11 @@ measured client to core 1, the same for every client, so the infrastructure
 does not steal the client's core at random (unpinned runs here varied by 2x).  Each pair runs ``--repeat``
 times, the clients of a row taking turns (jsclient and raw side by side, see :func:`round_order`), and the
 median is reported: the rate, and beside it the client process's CPU per operation over the timed part
-(user + sys of all its threads), with the ratio to nats-py, the share of raw and the target.
+(user + sys of all its threads), with the ratio to nats-py (and to natsio), the share of raw and the target.
+
+Each peer runs on the CPython where it does best (:mod:`benchmarks.pythons`): nats-py on 3.11, natsio on 3.13
+(in the ``.venv-3.N`` that tests/pythons.py builds), the others on the runner's own; the JSON and the tables
+say which interpreter each client ran on.
 
 Four tables: client speed (every client doing the same work), feature against feature (rows where the
 clients do different things, labelled so: not a measure of client speed), threads (calls from 1, 8 and 64
@@ -30,11 +35,11 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks import common, report
+from benchmarks import common, pythons, report
 from benchmarks.common import ROOT, Figure
 from benchmarks.delay_proxy import delay_proxy
 from benchmarks.report import DISTANCE, FEATURES, MAIN, SHARE, SPIN0, THREADS
@@ -68,48 +73,52 @@ class Row:
 
 #: Every client, in the tables' order.  nats-py-sync is the blocking wrapper a sync user finds on PyPI;
 #: nats-py-thread is nats-py on an asyncio loop in a background thread, called through
-#: run_coroutine_threadsafe (benchmarks.common.LoopThread).
-PEERS = ("jsclient", "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "raw")
+#: run_coroutine_threadsafe (benchmarks.common.LoopThread); natsio is the asyncio client with a sans-IO core
+#: (Python 3.13+, run on 3.13: benchmarks.pythons).
+NATSIO = "natsio"
+PEERS = ("jsclient", "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", NATSIO, "raw")
 ALL = PEERS
 SYNC = ("nats-py-sync", "nats-py-thread")
 ROWS = [
     Row("publish", "publish msgs/s (128 B)", 500_000, ALL, 2.5),
     Row("next_msg", "subscribe next_msg msgs/s", 200_000, ALL, 8.0),
     # nats-py-sync has no callback API.
-    Row("callback", "subscribe callback msgs/s", 200_000, ("jsclient", "nats-py", "pynats2", "raw"), 1.5),
+    Row("callback", "subscribe callback msgs/s", 200_000, ("jsclient", "nats-py", "pynats2", NATSIO, "raw"), 1.5),
     Row("request", "request/reply req/s, 1 in flight", 5_000, ALL, None),
     Row("request_concurrent", "request/reply req/s, 16 in flight", 20_000,
-        ("jsclient", "nats-py", "nats-py-thread", "raw"), 2.0),
+        ("jsclient", "nats-py", "nats-py-thread", NATSIO, "raw"), 2.0),
     Row("request_threads", "request/reply req/s, 16 threads", 20_000, ("jsclient",), None),
     # Target: the TCP rows' targets less a quarter (WebSocket framing costs every client alike).
-    Row("ws_publish", "WebSocket publish msgs/s (128 B)", 500_000, ("jsclient", "nats-py", "nats-py-sync"), 1.9,
-        websocket=True),
-    Row("ws_next_msg", "WebSocket next_msg msgs/s", 200_000, ("jsclient", "nats-py", "nats-py-sync"), 6.0,
+    Row("ws_publish", "WebSocket publish msgs/s (128 B)", 500_000, ("jsclient", "nats-py", "nats-py-sync", NATSIO),
+        1.9, websocket=True),
+    Row("ws_next_msg", "WebSocket next_msg msgs/s", 200_000, ("jsclient", "nats-py", "nats-py-sync", NATSIO), 6.0,
         websocket=True),
 ]
 JS = ("jsclient", "nats-py")
-JS_RAW = (*JS, "raw")  # the raw socket shows what the server allows
-KV_PEERS = (*JS, *SYNC, "raw")  # nats-py-sync's API reaches KV and (by its request) a JetStream publish
-DIRECT_PEERS = (*JS, "nats-py-thread", "raw")  # nats-py-sync has no direct get
+#: natsio's JetStream has every client-speed row but push_ack (it has pull consumers only, as ADR-37 has it).
+JS_PEERS = (*JS, NATSIO)
+JS_RAW = (*JS_PEERS, "raw")  # the raw socket shows what the server allows
+KV_PEERS = (*JS_PEERS, *SYNC, "raw")  # nats-py-sync's API reaches KV and (by its request) a JetStream publish
+DIRECT_PEERS = (*JS_PEERS, "nats-py-thread", "raw")  # nats-py-sync has no direct get
 JS_MODULE = "benchmarks.js_clients"
 JS_ROWS = [
     Row("js_publish", "js.publish (await each ack) msgs/s", 20_000, KV_PEERS, 2.5, JS_MODULE),
     Row("js_publish_async", "js.publish_async (window) msgs/s", 100_000, JS_RAW, 3.0, JS_MODULE),
     Row("push_ack", "push next_msg + ack msgs/s", 100_000, JS, 3.0, JS_MODULE),
-    Row("fetch_ack", "pull fetch(500) + ack msgs/s", 200_000, JS, 3.0, JS_MODULE),
+    Row("fetch_ack", "pull fetch(500) + ack msgs/s", 200_000, JS_PEERS, 3.0, JS_MODULE),
     Row("pull_messages", "pull messages() + ack msgs/s", 200_000, ("jsclient",), None, JS_MODULE),
-    Row("consume", "consume(cb) + ack msgs/s (ADR-37)", 200_000, JS, 3.0, JS_MODULE),
-    Row("consumer_messages", "consumer.messages() + ack msgs/s", 200_000, JS, 3.0, JS_MODULE),
-    Row("ordered", "ordered consumer replay msgs/s", 500_000, JS, 2.0, JS_MODULE),
+    Row("consume", "consume(cb) + ack msgs/s (ADR-37)", 200_000, JS_PEERS, 3.0, JS_MODULE),
+    Row("consumer_messages", "consumer.messages() + ack msgs/s", 200_000, JS_PEERS, 3.0, JS_MODULE),
+    Row("ordered", "ordered consumer replay msgs/s", 500_000, JS_PEERS, 2.0, JS_MODULE),
     Row("direct_last", "direct get, last by subject ops/s", 5_000, DIRECT_PEERS, 2.0, JS_MODULE),
     Row("direct_last_changing", "direct get, last by subject, values changing ops/s", 5_000, DIRECT_PEERS, None,
         JS_MODULE),
     Row("kv_get", "kv.get ops/s", 5_000, KV_PEERS, 2.0, JS_MODULE),
     Row("kv_get_changing", "kv.get, values changing ops/s", 5_000, KV_PEERS, None, JS_MODULE),
     Row("kv_put", "kv.put ops/s", 5_000, KV_PEERS, None, JS_MODULE),
-    Row("obj_put", "object store put MiB/s (one 64 MiB object)", 64, JS, 2.0, JS_MODULE, own_server=True),
-    Row("obj_get", "object store get MiB/s (nats-py: result.data)", 64, JS, 2.0, JS_MODULE, own_server=True),
-    Row("obj_get_writeinto", "object store get into a file object MiB/s", 64, JS, None, JS_MODULE,
+    Row("obj_put", "object store put MiB/s (one 64 MiB object)", 64, JS_PEERS, 2.0, JS_MODULE, own_server=True),
+    Row("obj_get", "object store get MiB/s (nats-py: result.data)", 64, JS_PEERS, 2.0, JS_MODULE, own_server=True),
+    Row("obj_get_writeinto", "object store get into a file object MiB/s", 64, JS_PEERS, None, JS_MODULE,
         own_server=True),
     Row("watchdog", "watchdog: 5,000 heartbeat subs, % of a core", 5_000, ("jsclient",), None, JS_MODULE, False),
     # Feature against feature: the clients (or jsclient's two rows) do different work.
@@ -131,8 +140,8 @@ THREAD_ROWS = [
     for what, title in (("request", "request/reply"), ("kv_get", "kv.get")) for threads in (1, 8, 64)
 ]
 #: The server at a distance: every client through the same delay proxy, jsclient also with spin_wait=0.
-#: nats-py-sync's API reaches request/reply, js.publish (as its request) and kv.get.
-FAR = ("jsclient", SPIN0, "nats-py")
+#: nats-py-sync's API reaches request/reply, js.publish (as its request) and kv.get; natsio's every row's work.
+FAR = ("jsclient", SPIN0, "nats-py", NATSIO)
 FAR_SYNC = (*FAR, "nats-py-sync")
 #: (key, title, seconds each way): the distances measured.
 PLACES = (("250us", "0.25 ms each way", 0.00025), ("1ms", "1 ms each way", 0.001))
@@ -249,9 +258,9 @@ def count_for(client: str, row: Row, scale: float, smoke: bool) -> int:
 
 
 def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: str = "",
-            smoke: bool = False, via: str = "") -> Figure | str:
-    """One run of (row, client) in a fresh process, connecting to ``via`` if given (a delay proxy), else to the
-    server: its figure, or why it gave none."""
+            smoke: bool = False, via: str = "", python: str = "") -> Figure | str:
+    """One run of (row, client) in a fresh process of ``python`` (the runner's interpreter if not given),
+    connecting to ``via`` if given (a delay proxy), else to the server: its figure, or why it gave none."""
     url = via or (server.ws_url if row.websocket else server.url)
     args = ["jsclient" if client == OLD else client, row.key, url, str(count_for(client, row, scale, smoke))]
     start = ["-c", OLD_LAUNCHER, old_tree, row.module] if client == OLD else ["-m", row.module]
@@ -260,7 +269,7 @@ def measure(client: str, row: Row, server: NatsServer, scale: float, old_tree: s
         env["BENCH_SMOKE"] = "1"
     try:
         proc = subprocess.run(
-            [sys.executable, *start, *args],
+            [python or sys.executable, *start, *args],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -314,14 +323,33 @@ def paired_shares(runs: dict[str, Runs]) -> list[float]:
     return [100 * ratio for ratio in paired_ratios(runs, "jsclient", "raw")]
 
 
-def versions(old_tree: str = "") -> dict[str, str]:
-    """Every client's and nats-server's version, as measured (and an ``--old`` checkout's commit)."""
-    return common.versions(("nats-py", "nats-py-sync", "pynats2"),
-                           {OLD: f"{old_tree} ({common.git_head(old_tree)})"} if old_tree else None)
+def versions(old_tree: str = "", interpreters: dict[str, pythons.Interpreter] | None = None) -> dict[str, str]:
+    """Every client's and nats-server's version, as measured (each peer's read from the interpreter that runs it;
+    and an ``--old`` checkout's commit)."""
+    found = common.versions(("nats-py", "nats-py-sync", "pynats2"),
+                            {OLD: f"{old_tree} ({common.git_head(old_tree)})"} if old_tree else None)
+    return found | pythons.versions(interpreters or {})
 
 
-def run_rows(rows: list[Row], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Measure every row, clients taking turns within each round; the results as the JSON keeps them."""
+def interpreters_for(rows: list[Row], old_tree: str = "") -> tuple[list[Row], dict[str, pythons.Interpreter],
+                                                                    dict[str, str]]:
+    """The rows as this machine can run them (a client with no interpreter it runs on left out), each client's
+    interpreter (benchmarks.pythons), and the clients left out, with why."""
+    clients = {client for row in rows for client in row.clients}
+    found, missing = pythons.resolve(clients)
+    if old_tree:
+        found[OLD] = pythons.runner()
+    for client, why in missing.items():
+        print(f"  {client} is not measured: it {why}", file=sys.stderr)
+    runnable = [replace(row, clients=tuple(c for c in row.clients if c not in missing)) for row in rows]
+    return runnable, found, missing
+
+
+def run_rows(rows: list[Row], args: argparse.Namespace,
+             interpreters: dict[str, pythons.Interpreter] | None = None) -> dict[str, dict[str, Any]]:
+    """Measure every row, clients taking turns within each round, each client on its interpreter (the runner's
+    if not given); the results as the JSON keeps them."""
+    where = {client: found.path for client, found in (interpreters or {}).items()}
     results: dict[str, dict[str, Any]] = {}
     with NatsServer(jetstream=True, websocket=True) as server:
         if pinning():
@@ -355,7 +383,8 @@ def run_rows(rows: list[Row], args: argparse.Namespace) -> dict[str, dict[str, A
                         via = own.enter_context(delay_proxy(server.url, row.distance))
                     for round_no in range(args.repeat):
                         for client in round_order(clients, round_no):
-                            got = measure(client, row, target, args.scale, args.old, args.smoke, via)
+                            got = measure(client, row, target, args.scale, args.old, args.smoke, via,
+                                          where.get(client, ""))
                             runs[client].figures.append(got if isinstance(got, Figure) else None)
                             if isinstance(got, str):
                                 runs[client].errors.append(f"round {round_no + 1}: {got}")
@@ -385,6 +414,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     parser.add_argument("--rows", default="", help="comma-separated row keys (default: all)")
+    parser.add_argument("--clients", default="",
+                        help="comma-separated clients (default: each row's every client); a row with none is left out")
     parser.add_argument("--json", default="", help="also write the results to this file")
     parser.add_argument("--from-json", default="", help="print the tables of an earlier --json file, measure nothing")
     parser.add_argument("--rst", action="store_true", help="print the table as reStructuredText (for the docs)")
@@ -402,6 +433,9 @@ def main() -> int:
     unknown = wanted - {r.key for r in EVERY_ROW}
     if unknown:
         parser.error(f"unknown rows: {', '.join(sorted(unknown))}")
+    chosen = {c for c in args.clients.split(",") if c}
+    if chosen - {c for r in EVERY_ROW for c in r.clients}:
+        parser.error(f"unknown clients: {', '.join(sorted(chosen - {c for r in EVERY_ROW for c in r.clients}))}")
     rows: list[report.Described] = [r for r in EVERY_ROW if not wanted or r.key in wanted]
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
@@ -409,17 +443,23 @@ def main() -> int:
         report.print_all(rows, saved, rst=args.rst)
         write_readme(args.readme, rows, saved)
         return 0
-    measured = [r for r in EVERY_ROW if not wanted or r.key in wanted]
+    picked = [replace(r, clients=tuple(c for c in r.clients if not chosen or c in chosen))
+              for r in EVERY_ROW if not wanted or r.key in wanted]
+    measured, interpreters, missing = interpreters_for([r for r in picked if r.clients], args.old)
+    rows = list(measured)
     saved = {
         "date": common.now(),
         "machine": common.machine(),
-        "versions": versions(args.old),
+        "versions": versions(args.old, interpreters),
+        # The interpreter each client ran on (benchmarks.pythons), and the clients this machine could not run.
+        "pythons": {client: found.version for client, found in sorted(interpreters.items())},
+        "not measured": missing,
         "repeat": args.repeat,
         "scale": args.scale,
         "pinned": pinning(),
         "smoke": args.smoke,
         "rows": report.describe(measured),
-        "results": run_rows(measured, args),
+        "results": run_rows(measured, args, interpreters),
     }
     saved["errors"] = report.errors(rows, saved["results"])
     report.print_all(rows, saved, rst=args.rst)

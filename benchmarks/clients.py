@@ -7,7 +7,9 @@ subscribe rows receive from the shared feeder process, request rows talk to
 the shared responder process.  Clients: jsclient, nats-py (asyncio),
 nats-py-sync (its blocking wrapper: each call runs nats-py's loop until it
 is done), nats-py-thread (nats-py on a loop thread, see
-:class:`benchmarks.common.LoopThread`), pynats2 and the raw socket.
+:class:`benchmarks.common.LoopThread`), pynats2, natsio (asyncio, sans-IO
+core; Python 3.13 and later only, so the runner starts its processes on a
+3.13 interpreter, see :mod:`benchmarks.pythons`) and the raw socket.
 """
 
 from __future__ import annotations
@@ -313,6 +315,71 @@ def pynats2_row(row: str, url: str, n: int) -> Figure:
     raise SystemExit(f"unsupported row {row} for pynats2")
 
 
+# -- natsio (asyncio, Python 3.13+) ---------------------------------------------
+
+
+def natsio_row(row: str, url: str, n: int) -> Figure:
+    """natsio awaited in its own loop, as nats-py: publish then one flush; ``next_msg``; a callback (a plain
+    function, which natsio calls without a task); ``request``; 16 requests in flight as 16 tasks.  A ws:// URL
+    is its WebSocket transport."""
+    import natsio
+
+    async def main() -> Figure:
+        nc = await natsio.connect(url)
+        try:
+            if row == "publish":
+                with Meter() as meter:
+                    for _ in range(n):
+                        await nc.publish("bench.pub", PAYLOAD)
+                    await nc.flush(timeout=60)
+                return meter.figure(n)
+            if row == "next_msg":
+                sub = nc.subscribe("bench.sub", pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
+                await nc.flush()
+                feeder = Feeder(url, "bench.sub", n)
+                feeder.tell()
+                await sub.next_msg(timeout=30)
+                figure = await each_async(lambda _i: sub.next_msg(timeout=30), n - 1)
+                feeder.wait()
+                return figure
+            if row == "callback":
+                done = asyncio.Event()
+                count = [0]
+                meter = Meter()
+
+                def cb(_msg: Any) -> None:
+                    count[0] += 1
+                    if count[0] == 1:
+                        meter.start()
+                    elif count[0] == n:
+                        done.set()
+
+                nc.subscribe("bench.cb", cb=cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
+                await nc.flush()
+                feeder = Feeder(url, "bench.cb", n)
+                feeder.tell()
+                await asyncio.wait_for(done.wait(), 60)
+                meter.stop()
+                feeder.wait()
+                return meter.figure(n - 1)
+            if row == "request":
+                return await each_async(lambda _i: nc.request("bench.req", PAYLOAD, timeout=5), n)
+            if row == "request_concurrent":
+
+                async def worker() -> None:
+                    for _ in range(n // CONCURRENCY):
+                        await nc.request("bench.req", PAYLOAD, timeout=5)
+
+                with Meter() as meter:
+                    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+                return meter.figure(n // CONCURRENCY * CONCURRENCY)
+        finally:
+            await nc.close()
+        raise SystemExit(f"unsupported row {row} for natsio")
+
+    return asyncio.run(main())
+
+
 # -- raw socket bound ----------------------------------------------------------
 
 
@@ -421,6 +488,7 @@ CLIENTS: dict[str, Callable[[str, str, int], Figure]] = {
     "nats-py-sync": natspysync_row,
     "nats-py-thread": natspythread_row,
     "pynats2": pynats2_row,
+    "natsio": natsio_row,
     "raw": raw_row,
 }
 

@@ -38,7 +38,7 @@ def measure(client: str, row: str, url: str, n: int) -> Figure:
 
 
 CLIENTS: dict[str, Callable[[str, str, int], Figure]] = {
-    name: partial(measure, name) for name in ("jsclient", SPIN0, "nats-py", "nats-py-sync", "raw")
+    name: partial(measure, name) for name in ("jsclient", SPIN0, "nats-py", "nats-py-sync", "natsio", "raw")
 }
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ publish rows, which create and delete a memory stream of their own, and
 ``kv_put``.  The ``*_changing`` rows read ``bench_chg``, whose values a
 churner rewrites between two reads of a key (:func:`benchmarks.common.parts`).
 pynats2 has no JetStream; nats-py-sync's reaches KV get and put, and a
-JetStream publish through its ``request``.
+JetStream publish through its ``request``.  natsio (Python 3.13+) has every
+row but ``push_ack`` (it has pull consumers only, as ADR-37 has it) and the
+feature rows.
 """
 
 from __future__ import annotations
@@ -395,6 +397,99 @@ def no_direct_get(stream: str, subject: str) -> None:
     raise SystemExit("nats-py-sync has no direct get")
 
 
+def natsio_row(row: str, url: str, n: int) -> Figure:
+    """natsio awaited in its own loop, each row on its one call for that work: ``js.publish``,
+    ``publish_async`` with its window (4,000, as raw's), a consumer's ``fetch``, its ADR-37 ``consume()``
+    (an async iterator: natsio has no callback form, so both ADR-37 rows iterate it), the stream's
+    ``ordered_consumer()``, the stream's ``get_msg(subject=)`` (a direct get on these streams), a bucket's
+    ``get`` and ``put``, and the object store's ``put``, ``get_bytes`` and ``get`` (chunks as they come)."""
+    import natsio
+    from natsio.jetstream import AckPolicy, ConsumerConfig, StorageType
+
+    async def main() -> Figure:
+        nc = await natsio.connect(url, pending_msgs_limit=2_000_000, pending_bytes_limit=1 << 31)
+        # The stall wait only decides when a full window gives up: a pause of a busy machine is then a lower
+        # rate, not an error (its default is 0.2 s); it changes nothing while acks keep coming.
+        js = nc.jetstream(timeout=30, publish_async_stall_wait=30)
+        tag = f"I{os.getpid()}"
+        try:
+            if row in ROUND_TRIP:
+                kv = await js.key_value(BUCKETS[row]) if row.startswith("kv_") else None
+                kv_stream = await js.stream(f"KV_{BUCKETS[row]}") if row.startswith("direct_last") else None
+
+                async def direct_get(_stream: str, last: str) -> object:
+                    assert kv_stream is not None
+                    return await kv_stream.get_msg(subject=last)
+
+                with own_stream(url, tag, wanted=row.startswith("js_publish")) as subject:
+                    return await each_async(round_trip(row, subject, js.publish, direct_get, kv), n,
+                                            churner(row, url))
+            if row == "js_publish_async":
+                with own_stream(url, tag) as subject, Meter() as meter:
+                    for _ in range(n):
+                        await js.publish_async(subject, PAYLOAD)
+                    await js.publish_async_complete(timeout=300)
+                return meter.figure(n)
+            if row.startswith("fetch_ack") or row in ("consume", "consumer_messages"):
+                # fetch_ack as the other clients' pull_subscribe(durable=): a durable with explicit acks and the
+                # server's default pending limit; the ADR-37 rows as jsclient's, with no pending limit.
+                limit = {} if row.startswith("fetch_ack") else {"max_ack_pending": -1}
+                stream = await js.stream("BPULL")
+                consumer = await stream.create_consumer(
+                    ConsumerConfig(durable_name=tag, ack_policy=AckPolicy.EXPLICIT, **limit)
+                )
+                got = 0
+                with Meter() as meter:
+                    if row.startswith("fetch_ack"):
+                        while got < n:
+                            for msg in await consumer.fetch(fetch_batch(row), timeout=10):
+                                await msg.ack()
+                                got += 1
+                    else:
+                        async with consumer.consume(max_messages=FETCH_BATCH) as messages:
+                            async for msg in messages:
+                                await msg.ack()
+                                got += 1
+                                if got >= n:
+                                    break
+                await consumer.delete()
+                return meter.figure(got)
+            if row == "ordered":
+                async with (await js.stream("BORD")).ordered_consumer() as ordered:
+                    await ordered.start()  # its consumer made before the timed part, as the others' subscribe
+                    messages = ordered.messages()
+                    with Meter() as meter:
+                        for _ in range(n):
+                            await anext(messages)
+                    await messages.aclose()
+                return meter.figure(n)
+            if row in ("obj_put", "obj_get", "obj_get_writeinto"):
+                from natsio.objectstore import ObjectStoreConfig
+
+                data = os.urandom(n << 20)
+                obs = await js.create_object_store(ObjectStoreConfig(bucket=tag, storage=StorageType.MEMORY))
+                meter = Meter()
+                with meter if row == "obj_put" else contextlib.nullcontext():
+                    await obs.put("big", data)
+                if row == "obj_get":
+                    with meter:
+                        assert len(await obs.get_bytes("big")) == len(data)
+                if row == "obj_get_writeinto":  # its chunks as they come, each written
+                    sink = io.BytesIO()
+                    with meter:
+                        async with obs.get("big") as result:
+                            async for chunk in result:
+                                sink.write(chunk)
+                    assert sink.tell() == len(data)
+                await js.delete_object_store(tag)
+                return meter.figure(n)
+        finally:
+            await nc.close()
+        raise SystemExit(f"unsupported row {row} for natsio")
+
+    return asyncio.run(main())
+
+
 def prepare(url: str, scale: float) -> None:
     """Fill the shared streams and buckets once (memory storage), with jsclient."""
     import jsclient
@@ -490,6 +585,7 @@ CLIENTS: dict[str, Callable[[str, str, int], Figure]] = {
     "nats-py": natspy_row,
     "nats-py-sync": natspysync_row,
     "nats-py-thread": natspythread_row,
+    "natsio": natsio_row,
     "raw": raw_row,
 }
 

@@ -22,7 +22,11 @@ MAIN, FEATURES, THREADS, DISTANCE = "client speed", "feature against feature", "
 #: jsclient connected with spin_wait=0 (it never polls before it sleeps), in the distance rows.
 SPIN0 = "jsclient-spin0"
 #: The clients' columns, in order (the runner's PEERS, then an --old checkout's jsclient).
-COLUMNS = ("jsclient", SPIN0, "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "raw", "jsclient-old")
+COLUMNS = ("jsclient", SPIN0, "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "natsio", "raw",
+           "jsclient-old")
+#: The second ratio of the speed and distance tables: jsclient's rate over this peer's.
+SECOND = "natsio"
+SECOND_RATIO = f"ratio {SECOND}"
 #: results key of a row's "% raw": the median over rounds of jsclient's rate over raw's in the same round.
 SHARE = "% raw"
 #: results keys of a distance row's jsclient over jsclient-spin0, rate and CPU per operation: medians over rounds
@@ -162,9 +166,27 @@ def render(headers: list[str], lines: list[list[str]], rst: bool, left: int = 1)
     return [border, line(headers), border, *(line(cells) for cells in lines), border]
 
 
-def ratio(res: dict[str, Any]) -> float | None:
-    js, py = rate_of(res, "jsclient"), rate_of(res, "nats-py")
+def ratio(res: dict[str, Any], peer: str = "nats-py") -> float | None:
+    """jsclient's rate over ``peer``'s (nats-py's: the ratio of the tables and the targets)."""
+    js, py = rate_of(res, "jsclient"), rate_of(res, peer)
     return js / py if js and py else None
+
+
+def header(client: str, pythons: dict[str, str] | None) -> str:
+    """A client's column heading, with the CPython release it ran on where the file records it."""
+    version = (pythons or {}).get(client)
+    return f"{client} (py{'.'.join(version.split('.')[:2])})" if version else client
+
+
+def pythons_of(saved: dict[str, Any]) -> str:
+    """The interpreter each client ran on, in a line (``3.11.7: jsclient, nats-py; 3.13.0: natsio``); "" for a
+    file from before they were recorded (every client on the machine's Python)."""
+    by_version: dict[str, list[str]] = {}
+    for client in COLUMNS:
+        version = (saved.get("pythons") or {}).get(client)
+        if version:
+            by_version.setdefault(version, []).append(client)
+    return "; ".join(f"{version}: {', '.join(clients)}" for version, clients in by_version.items())
 
 
 def of_raw(res: dict[str, Any]) -> str:
@@ -176,13 +198,18 @@ def of_raw(res: dict[str, Any]) -> str:
     return f"{100 * js / raw:.0f} %" if js and raw else "-"
 
 
-def speed_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Client speed or feature against feature: each client's rate and CPU per operation, the ratio, the target."""
+def speed_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]],
+                pythons: dict[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """Client speed or feature against feature: each client's rate and CPU per operation (headed with the Python
+    it ran on, given ``pythons``), the ratio, the target, and jsclient's rate over natsio's where it ran."""
     clients = [c for c in COLUMNS if any(c in row.clients or entry(results.get(row.key, {}), c) for row in rows)]
     headers = ["row"]
     for client in clients:
-        headers += [client, CPU]
+        headers += [header(client, pythons), CPU]
     headers += [SHARE, "ratio", "target", "ok"]
+    second = SECOND in clients
+    if second:
+        headers.append(SECOND_RATIO)
     old = "jsclient-old" in clients
     if old:
         headers.append("new/old")
@@ -197,6 +224,8 @@ def speed_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -
         verdict = "" if row.target is None or got_ratio is None else ("yes" if got_ratio >= row.target else "NO")
         cells += [of_raw(res), f"{got_ratio:.2f}x" if got_ratio else "-", f"{row.target:.1f}x" if row.target else "-",
                   verdict]
+        if second:
+            cells.append(times(ratio(res, SECOND)))
         if old:
             before, now = rate_of(res, "jsclient-old"), rate_of(res, "jsclient")
             cells.append(f"{now / before:.2f}x" if before and now and row.higher_is_better else "-")
@@ -204,8 +233,13 @@ def speed_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -
     return headers, lines
 
 
-def speed_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
-    return render(*speed_cells(rows, results), rst)
+def times(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
+
+
+def speed_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool,
+                pythons: dict[str, str] | None = None) -> list[str]:
+    return render(*speed_cells(rows, results, pythons), rst)
 
 
 def headline_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -224,21 +258,23 @@ def headline_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]
 
 
 def threads_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]],
-                  every_title: bool) -> tuple[list[str], list[list[str]]]:
+                  every_title: bool, pythons: dict[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
     """A line per (row, client): calls per second, CPU per call, latency of one call; the title on its first line
-    only, unless ``every_title`` (a simple table needs it on every line)."""
+    only, unless ``every_title`` (a simple table needs it on every line); each client with the Python it ran on,
+    given ``pythons``."""
     lines = []
     for row in rows:
         res = results.get(row.key, {})
         for n, client in enumerate(c for c in COLUMNS if entry(res, c) is not None):
             got = entry(res, client) or {}
-            lines.append([row.title if every_title or n == 0 else "", client, rate_cell(row, got),
+            lines.append([row.title if every_title or n == 0 else "", header(client, pythons), rate_cell(row, got),
                           us(got.get("cpu_us")), us(got.get("p50_us")), us(got.get("p99_us"))])
     return ["row", "client", "calls/s", "µs CPU/call", "p50 µs", "p99 µs"], lines
 
 
-def threads_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
-    return render(*threads_cells(rows, results, rst), rst, left=2)
+def threads_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool,
+                  pythons: dict[str, str] | None = None) -> list[str]:
+    return render(*threads_cells(rows, results, rst, pythons), rst, left=2)
 
 
 def bound(row: Described) -> float | None:
@@ -255,14 +291,17 @@ def versus_spin0(res: dict[str, Any], key: str, name: str) -> str:
     return f"{mine / theirs:.2f}x" if mine and theirs else "-"
 
 
-def distance_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def distance_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]],
+                   pythons: dict[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
     """At a distance: the latency bound, each client's rate and CPU per operation, jsclient's share of the bound,
-    its ratio to nats-py, and its rate and CPU over its own with spin_wait=0 (round by round, the median)."""
+    its ratio to nats-py (and to natsio, where it ran), and its rate and CPU over its own with spin_wait=0 (round
+    by round, the median)."""
     clients = [c for c in COLUMNS if any(c in row.clients or entry(results.get(row.key, {}), c) for row in rows)]
     headers = ["row", "bound"]
     for client in clients:
-        headers += ["spin_wait=0" if client == SPIN0 else client, CPU]
-    headers += ["% bound", "ratio", RATE_VS_SPIN0, CPU_VS_SPIN0]
+        headers += ["spin_wait=0" if client == SPIN0 else header(client, pythons), CPU]
+    second = SECOND in clients
+    headers += ["% bound", "ratio", *([SECOND_RATIO] if second else []), RATE_VS_SPIN0, CPU_VS_SPIN0]
     lines = []
     for row in rows:
         res = results.get(row.key, {})
@@ -273,13 +312,15 @@ def distance_cells(rows: Sequence[Described], results: dict[str, dict[str, Any]]
             cells += [rate_cell(row, got), us((got or {}).get("cpu_us"))]
         got_ratio = ratio(res)
         cells += [f"{100 * js / limit:.0f} %" if js and limit else "-", f"{got_ratio:.2f}x" if got_ratio else "-",
+                  *([times(ratio(res, SECOND))] if second else []),
                   versus_spin0(res, RATE_VS_SPIN0, "rate"), versus_spin0(res, CPU_VS_SPIN0, "cpu_us")]
         lines.append(cells)
     return headers, lines
 
 
-def distance_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool) -> list[str]:
-    return render(*distance_cells(rows, results), rst)
+def distance_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool,
+                   pythons: dict[str, str] | None = None) -> list[str]:
+    return render(*distance_cells(rows, results, pythons), rst)
 
 
 def pipelining_gains(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> list[str]:
@@ -335,15 +376,30 @@ def heading(saved: dict[str, Any]) -> list[str]:
     lines = [f"jsclient benchmarks, {saved.get('date')}, {host_of(saved)}"]
     if versions:
         lines.append(f"versions: {versions}")
+    lines += pythons_lines(saved)
     if tiny(saved):
         lines.append(f"SMOKE/TINY-SCALE RUN (scale {saved.get('scale')}): the figures below mean nothing")
     lines += [
         f"medians of {repeat} runs of each client, taking turns; rate per second, and {CPU}: the client process's "
         "CPU (user + sys, all its threads) per operation over the timed part",
-        "ratio = jsclient / nats-py; raw = pre-encoded frames on a bare socket; % raw = median over rounds of "
-        "jsclient / raw in the same round; nats-py-sync = its blocking wrapper; nats-py-thread = nats-py on a "
-        "loop thread (run_coroutine_threadsafe)",
+        "ratio = jsclient / nats-py; ratio natsio = jsclient / natsio; raw = pre-encoded frames on a bare socket; "
+        "% raw = median over rounds of jsclient / raw in the same round; nats-py-sync = its blocking wrapper; "
+        "nats-py-thread = nats-py on a loop thread (run_coroutine_threadsafe); natsio = the asyncio client with a "
+        "sans-IO core; (pyX.Y) = the CPython a client ran on",
     ]
+    return lines
+
+
+def pythons_lines(saved: dict[str, Any]) -> list[str]:
+    """Which interpreter each client ran on and why, and the clients this machine could not run."""
+    from benchmarks.pythons import WHY
+
+    lines = []
+    where = pythons_of(saved)
+    if where:
+        lines.append(f"Python of each client: {where} ({WHY})")
+    for client, why in (saved.get("not measured") or {}).items():
+        lines.append(f"not measured: {client}: it {why}")
     return lines
 
 
@@ -370,7 +426,7 @@ def print_all(rows: Sequence[Described], saved: dict[str, Any], *, rst: bool = F
         if not some:
             continue
         out += ["", title, ""]
-        out += tables.get(table, speed_table)(some, results, rst)
+        out += tables.get(table, speed_table)(some, results, rst, saved.get("pythons"))
         ratios = fast_ingest_ratios({row.key: results.get(row.key, {}) for row in rows}) if table == FEATURES else []
         ratios += pipelining_gains(some, results) if table == DISTANCE else []
         if ratios:
@@ -401,9 +457,13 @@ def readme_block(rows: Sequence[Described], saved: dict[str, Any]) -> list[str]:
     shown = [row for key in README_ROWS for row in rows if row.key == key]
     headers, lines = headline_cells(shown, saved["results"])
     machine = saved.get("machine") or {}
+    python = f"Python {machine.get('python')}"
+    peer = (saved.get("pythons") or {}).get("nats-py")
+    if peer and peer != machine.get("python"):
+        python += f" (nats-py on {peer})"
     about = (
         f"From the ``make bench`` run of {str(saved.get('date'))[:10]} on {machine.get('cores')} cores "
-        f"({machine.get('cpu')}), Python {machine.get('python')}, {versions_of(saved, paths=False)}: client and "
+        f"({machine.get('cpu')}), {python}, {versions_of(saved, paths=False)}: client and "
         f"server pinned to a core each, medians of {saved.get('repeat')} rounds, the clients taking turns. "
         f"Rate per second, and {CPU}: the client's CPU per operation (docs/_data/bench.json keeps every round). "
         "The method and every row: `Performance <docs/guides/performance.rst>`_."

@@ -2,7 +2,8 @@
 
 tests/parts.py runs the suite under them: ``make test-pythons`` (the whole suite under each) and the
 compact subset under the newest that ``make test`` runs.  The Spark extra goes where pyspark supports that
-Python.  ``python -m tests.pythons`` lists what is found.
+Python.  ``make bench`` runs the peers that do best on another release in the same virtualenvs (natsio on 3.13,
+nats-py on 3.11: benchmarks/pythons.py).  ``python -m tests.pythons`` lists what is found.
 """
 
 from __future__ import annotations

@@ -252,6 +252,32 @@ def test_charts_are_drawn_from_the_file(tmp_path: Path) -> None:
     assert ".. plot::" in plot and f"benchdata.figure({str(path)!r}, 'ratios')" in plot
 
 
+def test_the_python_each_client_ran_on_and_the_ratio_to_natsio_are_shown(tmp_path: Path) -> None:
+    """Each peer runs on the CPython where it does best (benchmarks/pythons.py): the file records which, the about
+    part and every client's column heading say it, and jsclient's rate over natsio's has a column of its own."""
+    saved = bench_fixture()
+    saved["pythons"] = {"jsclient": "3.11.99", "nats-py": "3.11.99", "natsio": "3.13.0", "raw": "3.11.99"}
+    saved["rows"]["publish"]["clients"].append("natsio")
+    saved["results"]["publish"]["natsio"] = figure(617_283, 1.5)
+    speed = rst_of(tmp_path, saved, "speed")
+    for cell in ("natsio (py3.13)", "nats-py (py3.11)", "jsclient (py3.11)", "ratio natsio", "617,283", "2.00x"):
+        assert f"- {cell}\n" in speed, cell
+    about = rst_of(tmp_path, saved, "about")
+    assert ":Pythons: 3.11.99: jsclient, nats-py, raw; 3.13.0: natsio (each peer on the CPython" in about, about
+    assert "gh-146507" in about
+    # A file from before the interpreters were recorded: the headings as they were, no such field.
+    assert "(py" not in rst_of(tmp_path, bench_fixture(), "speed")
+    assert ":Pythons:" not in rst_of(tmp_path, bench_fixture(), "about")
+    # A client the machine had no interpreter for is said to be missing.
+    saved["not measured"] = {"natsio": "needs CPython 3.13 or later, and this machine has no Python 3.13"}
+    assert ":Not measured: natsio: it needs CPython 3.13 or later" in rst_of(tmp_path, saved, "about")
+    # README's sentence names nats-py's interpreter where it is not the runner's.
+    rows = report.rows_of(saved, ())
+    assert "Python 3.11.99, " in "\n".join(report.readme_block(rows, saved))
+    saved["pythons"]["nats-py"] = "3.11.7"
+    assert "Python 3.11.99 (nats-py on 3.11.7)," in " ".join(report.readme_block(rows, saved))
+
+
 def test_an_unknown_part_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no part 'spark'"):
         benchdata.rst(write(tmp_path, bench_fixture()), "spark")

@@ -5,8 +5,9 @@ page shows them through one directive, ``.. bench:: FILE PART``, FILE under ``be
 beside conf.py), so no figure in the docs is typed by hand and a new run, once committed, is the next
 build's tables and charts.  The parts:
 
-* of make bench's file: ``about`` (date, machine, versions, how it ran), ``headline`` (jsclient beside
-  nats-py: rates, ratio, client CPU per operation), ``speed`` (the client-speed table, every client),
+* of make bench's file: ``about`` (date, machine, versions, the Python each client ran on, how it ran),
+  ``headline`` (jsclient beside nats-py: rates, ratio, client CPU per operation), ``speed`` (the client-speed
+  table, every client, each headed with the Python it ran on),
   ``features`` (feature against feature), ``threads`` (with latency), ``distance`` (the server behind the
   delay proxy, with what pipelining gains there; a file from before those rows says so), and the charts ``ratios``
   (jsclient / nats-py per row, with the targets) and ``cpu`` (client CPU per operation, jsclient and nats-py);
@@ -75,8 +76,15 @@ def about(saved: dict[str, Any], name: str) -> list[str]:
         f"{host.get('implementation', 'Python')} {host.get('python')} on {report.rst_cell(str(host.get('platform')))}",
         f":Versions: {report.rst_cell(report.versions_of(saved, paths=False))}",
         f":Run: {run}",
-        "",
     ]
+    where = "" if is_spark(saved) else report.pythons_of(saved)
+    if where:  # a file from before they were recorded ran every client on the machine's Python
+        from benchmarks.pythons import WHY
+
+        lines.append(f":Pythons: {report.rst_cell(where)} ({report.rst_cell(WHY)})")
+    for client, why in ({} if is_spark(saved) else saved.get("not measured") or {}).items():
+        lines.append(f":Not measured: {report.rst_cell(client)}: it {report.rst_cell(why)}")
+    lines.append("")
     if not is_spark(saved) and report.tiny(saved):
         lines += [".. warning::", "", "   A smoke or tiny-scale run: its figures mean nothing.", ""]
     failed = saved.get("errors") or []
@@ -91,26 +99,26 @@ def table(saved: dict[str, Any], part: str) -> list[str]:
     if part == "spark":
         notes = [line for note in report.spark_notes(saved) for line in ("", report.rst_cell(note))]
         return report.list_table(*report.spark_cells(saved), "make bench-spark: rows per second") + notes
-    results = saved["results"]
+    results, pythons = saved["results"], saved.get("pythons")
     if part == "headline":
         return report.list_table(*report.headline_cells(rows_in(saved, report.MAIN), results),
                                  "jsclient beside nats-py: rate, ratio and client CPU per operation")
     if part == "speed":
-        return report.list_table(*report.speed_cells(rows_in(saved, report.MAIN), results),
+        return report.list_table(*report.speed_cells(rows_in(saved, report.MAIN), results, pythons),
                                  "Client speed: every client doing the same work")
     if part == "features":
-        out = report.list_table(*report.speed_cells(rows_in(saved, report.FEATURES), results),
+        out = report.list_table(*report.speed_cells(rows_in(saved, report.FEATURES), results, pythons),
                                 "Feature against feature: not a measure of client speed")
         return out + [f"* {line}" for line in report.fast_ingest_ratios(results)] + [""]
     if part == "threads":
-        return report.list_table(*report.threads_cells(rows_in(saved, report.THREADS), results, False),
+        return report.list_table(*report.threads_cells(rows_in(saved, report.THREADS), results, False, pythons),
                                  "Threads of one process: calls per second, CPU and latency per call", stubs=0)
     if part == "distance":
         rows = rows_in(saved, report.DISTANCE)
         if not rows:
             return [f"Not measured yet: this run ({report.rst_cell(str(saved.get('date')))}) has no distance rows.",
                     ""]
-        out = report.list_table(*report.distance_cells(rows, results),
+        out = report.list_table(*report.distance_cells(rows, results, pythons),
                                 "At a distance: rate and client CPU per operation, the server 0.25 ms or 1 ms away")
         return out + [f"* {line}" for line in report.pipelining_gains(rows, results)] + [""]
     raise ValueError(f"no table {part!r}")
