@@ -189,9 +189,18 @@ def test_server_restart_mid_replay_file_storage() -> None:
             sub = js.subscribe("file.x", ordered=True, idle_heartbeat=0.5)
             got = read_all(sub, 1_000)
             server.restart()
-            for i in range(5_000, 6_000):  # stored after the restart
-                js.publish_async("file.x", b"%d" % i, timeout=30)
-            js.publish_async_completed(timeout=60)
+            # Stored after the restart, once the stream is back: a publish that comes while the server recovers
+            # it fails (its future says so), and the read below would wait for a message never stored.
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    assert js.stream_info("FILE").state.messages == 5_000
+                    break
+                except (jsclient.TimeoutError, jsclient.NoRespondersError, jsclient.JetStreamNotEnabledError):
+                    assert time.monotonic() < deadline, "the stream did not come back within 60 s"
+                    time.sleep(0.05)
+            futures = [js.publish_async("file.x", b"%d" % i, timeout=30) for i in range(5_000, 6_000)]
+            assert [f.result(timeout=60).seq for f in futures] == list(range(5_001, 6_001))
             got += read_all(sub, 5_000, timeout=30)
             assert got == list(range(6_000))
             assert sub.resets >= 1
