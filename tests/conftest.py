@@ -26,7 +26,22 @@ def server_release() -> tuple[int, int, int]:
     return version.major, version.minor, version.patch
 
 
+#: Every Spark JVM the tests start (the shared session's driver, the killed queries', the docs' examples',
+#: bench-spark's smoke run's, and the standalone cluster's master, workers and executors: all inherit these)
+#: compiles with the JIT's first tier only.  The second tier pays off in runs far longer than a test's; here it
+#: spent about a quarter of a short Spark job's CPU, and make test runs on two cores.  What the code does is the
+#: same either way.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+SPARK_JIT = {
+    "PYSPARK_SUBMIT_ARGS": f"--conf spark.driver.extraJavaOptions={QUICK_JIT}"
+    f" --conf spark.executor.extraJavaOptions={QUICK_JIT} pyspark-shell",
+    "SPARK_DAEMON_JAVA_OPTS": QUICK_JIT,
+}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for name, value in SPARK_JIT.items():
+        os.environ.setdefault(name, value)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw3" in pytest-xdist's fourth worker
     if worker.startswith("gw"):
         os.environ[PORT_SLOT] = f"{worker[2:]}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}"
