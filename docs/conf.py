@@ -204,7 +204,10 @@ def _resolve_alias(app: Any, env: Any, node: Any, contnode: Any) -> Any:
 # page is dropped (with its section, when that leaves the section empty).
 HOME_PAGES = ("reference/jsclient", "reference/errors")
 TOPICS = (  # a topic's title, then the prefixes of the modules that define its objects
-    ("Connecting", ("jsclient.connection", "jsclient.options", "jsclient.core", "jsclient.release")),
+    (
+        "Connecting",
+        ("jsclient.connection", "jsclient.options", "jsclient.contexts", "jsclient.core", "jsclient.release"),
+    ),
     (
         "Messages, subscriptions and replies",
         ("jsclient.message", "jsclient.headers", "jsclient.subscription", "jsclient.replies", "jsclient.futures"),

@@ -7,6 +7,7 @@ import logging
 
 from ._version import __version__
 from .connection import Connection, State, connect
+from .contexts import NatsContext, load_context
 from .errors import (
     AuthorizationError,
     BadAckSubjectError,
@@ -253,6 +254,7 @@ __all__ = [
     "Msg",
     "MsgIdInProcessError",
     "MsgMetadata",
+    "NatsContext",
     "NoRespondersError",
     "NoRespondersStatusError",
     "NoServersError",
@@ -328,6 +330,7 @@ __all__ = [
     "WrongLastSequenceError",
     "__version__",
     "connect",
+    "load_context",
 ]
 
 # A library says nothing until the application configures logging: without this,

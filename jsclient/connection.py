@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Never
 from .auth import CredentialCallbacks
 from .backoff import SPREAD
 from .checks import whole
+from .contexts import NatsContext, load_context
 from .core.iface import CoreAPI
 from .core.session import Callbacks, ErrorCallback, EventCallback, ServerSelector, Session
 from .core.state import State
@@ -46,7 +47,7 @@ from .deprecation import renamed_keywords
 from .errors import ConnectionClosedError, InvalidArgumentError
 from .headers import HeadersInput
 from .message import Msg
-from .options import CREDENTIALS, OPTION_DEFAULTS, Options, mask_url, refuse_unknown
+from .options import CREDENTIALS, OPTION_DEFAULTS, Options, given_options, mask_url, refuse_unknown
 from .payload import as_bytes as _as_bytes
 from .protocol import PubEncoder, check_queue_name, check_subscribe_subject
 from .release import ServerVersion, announced
@@ -64,6 +65,7 @@ def connect(
     servers: str | list[str] | tuple[str, ...] | None = None,
     *,
     options: Options | None = None,
+    context: str | bool | None = None,
     name: str | None = OPTION_DEFAULTS.name,
     user: str | None = OPTION_DEFAULTS.user,
     password: str | None = OPTION_DEFAULTS.password,
@@ -117,6 +119,11 @@ def connect(
     ``options=`` override its fields; each field is described under :class:`jsclient.Options`.  Written
     out, not ``**kwargs``, so that type checkers and IDEs know every name and type.
 
+    ``context`` takes the servers, credentials, TLS files, inbox prefix and JetStream domain or API
+    prefix from a NATS CLI context (ADR-21, :doc:`/guides/configuration`): its values replace those of
+    ``options=``, and the keywords given beside it replace the context's (a credentials keyword all
+    its credentials).  It is read, and refused if jsclient cannot honour it, before anything connects.
+
     ``error_cb``, ``closed_cb``, ``disconnected_cb`` and ``reconnected_cb`` run on the connection's
     events thread.  ``tls_context`` is used for TLS.  ``user_credentials`` and ``nkey_seed`` may also be
     callables, and ``user_jwt_cb`` with ``signature_cb`` sign the server's nonce: each is called again at
@@ -128,6 +135,8 @@ def connect(
             WebSocket and the others; a bare ``host:port`` is ``nats://``); a URL may carry ``user:password@``
             or ``token@``.  Left out, those of ``options``, else ``nats://127.0.0.1:4222``.
         options: An :class:`jsclient.Options` to start from; the keywords given beside it replace its fields.
+        context: A NATS CLI context's name, ``True`` for the selected one (``nats context select``), or
+            the path of a context's ``.json`` file; None (or False), no context.
         error_cb: Called with each error met on the connection's own threads, which no call raises to you (a
             server ``-ERR``, a lost link, a slow consumer, an exception in a subscription callback).  Without
             one they are logged as warnings on the ``jsclient`` logger.
@@ -151,8 +160,10 @@ def connect(
 
     Raises:
         InvalidArgumentError: A bad option or argument (named), an unknown keyword, a callback that is not
-            callable, two kinds of credentials or ``user_jwt_cb`` without ``signature_cb``, raised before
-            connecting; or a credentials or nkey seed file that cannot be read, found while connecting.
+            callable, two kinds of credentials or ``user_jwt_cb`` without ``signature_cb``, a NATS context
+            that is missing or unreadable, sets something jsclient cannot honour or names a file that does
+            not exist (the message names its file and the key), raised before connecting; or a credentials
+            or nkey seed file that cannot be read, found while connecting.
         NoServersError: No server in the pool could be reached (not with ``retry_on_failed_connect``,
             which keeps trying in the background instead).
         AuthorizationError: The server refused the credentials, or a credentials callback failed or
@@ -171,11 +182,13 @@ def _options_and_credentials(
     arguments: dict[str, Any],
     jwt: Callable[[], str] | None,
     signature: Callable[[bytes], bytes] | None,
+    nats_context: NatsContext | None,
 ) -> tuple[Options, CredentialCallbacks | None]:
     """Connection's arguments as Options, and apart from them the callable credentials (Options pickles).
 
     ``arguments`` holds the option keywords by name (``Connection.__init__``'s ``locals()``).  Every
-    check runs here, before anything is sent.
+    check runs here, before anything is sent.  Layers, each replacing the one before: Options'
+    defaults, ``options=``, the NATS context, the keywords given.
     """
     if isinstance(servers, Options):  # Connection(options, ...), as before the keywords
         if options is not None:
@@ -189,6 +202,10 @@ def _options_and_credentials(
             raise InvalidArgumentError(f"{name} must be callable")
     if (jwt is None) != (signature is None):
         raise InvalidArgumentError("user_jwt_cb and signature_cb go together")
+    if nats_context is not None:
+        extra = {"servers": servers, "user_jwt_cb": jwt, "tls_context": arguments.get("tls_context")}
+        names = {*given_options(given), *(name for name, value in extra.items() if value is not None)}
+        options = Options.build(options=options, **nats_context.options(given=names))
     built = Options.build(servers, options=options, **given)
     kinds = [*callables, *(["user_jwt_cb"] if jwt else [])]
     kinds += [name for name in CREDENTIALS if getattr(built, name)]
@@ -210,6 +227,7 @@ class Connection:
         servers: As for :func:`jsclient.connect`, or an :class:`jsclient.Options` (then ``options`` must be
             left out).
         options: As for :func:`jsclient.connect`.
+        context: As for :func:`jsclient.connect`.
         error_cb: As for :func:`jsclient.connect`.
         closed_cb: As for :func:`jsclient.connect`.
         disconnected_cb: As for :func:`jsclient.connect`.
@@ -234,6 +252,7 @@ class Connection:
         servers: str | list[str] | tuple[str, ...] | Options | None = None,
         *,
         options: Options | None = None,
+        context: str | bool | None = None,
         name: str | None = OPTION_DEFAULTS.name,
         user: str | None = OPTION_DEFAULTS.user,
         password: str | None = OPTION_DEFAULTS.password,
@@ -282,7 +301,13 @@ class Connection:
     ) -> None:
         """As :func:`jsclient.connect` (same keywords); ``servers`` may also be an Options, as ``options=``."""
         refuse_unknown(unknown)  # a type checker flags these at the call; at run time they are a jsclient.Error
-        options, credentials = _options_and_credentials(servers, options, locals(), user_jwt_cb, signature_cb)
+        if context is not None and context is not False:
+            nats_context: NatsContext | None = load_context(context)
+        else:
+            nats_context = None
+        options, credentials = _options_and_credentials(
+            servers, options, locals(), user_jwt_cb, signature_cb, nats_context
+        )
         for name, cb in (
             ("error_cb", error_cb),
             ("closed_cb", closed_cb),
@@ -295,6 +320,7 @@ class Connection:
         if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
             raise InvalidArgumentError(f"tls_context must be an ssl.SSLContext, not {type(tls_context).__name__}")
         self.options = options
+        self._nats_context = nats_context
         self._callbacks = Callbacks(error_cb, closed_cb, disconnected_cb, reconnected_cb, server_selector)
         self._tls_context = tls_context
         self._credentials = credentials
@@ -365,6 +391,11 @@ class Connection:
     def is_draining(self) -> bool:
         """Whether :meth:`drain` is under way."""
         return self.state in (State.DRAINING_SUBS, State.DRAINING_PUBS)
+
+    @property
+    def nats_context(self) -> NatsContext | None:
+        """The NATS CLI context the connection was made with (``connect(context=...)``), or None."""
+        return self._nats_context
 
     @property
     def connected_url(self) -> str | None:
@@ -798,18 +829,21 @@ class Connection:
     # -- JetStream -------------------------------------------------------------
     def jetstream(
         self,
-        prefix: str = "$JS.API",
+        prefix: str | None = None,
         domain: str | None = None,
         timeout: float | None = 5.0,
         publish_async_max_pending: int = 4000,
     ) -> JetStream:
         """A JetStream context on this connection (cheap: make as many as you like).
 
-        ``timeout`` is the default of its calls that wait for the server (None: no limit).
+        ``timeout`` is the default of its calls that wait for the server (None: no limit).  With neither
+        ``prefix`` nor ``domain``, those of the connection's NATS context apply, if it sets them.
 
         Args:
-            prefix: The subject prefix of the JetStream API (another account's, imported, for example).
-            domain: A JetStream domain: the API of that domain (``$JS.<domain>.API``), instead of ``prefix``.
+            prefix: The subject prefix of the JetStream API (another account's, imported, for example);
+                left out, the NATS context's ``jetstream_api_prefix``, else ``$JS.API``.
+            domain: A JetStream domain: the API of that domain (``$JS.<domain>.API``), instead of ``prefix``;
+                left out (with ``prefix``), the NATS context's ``jetstream_domain``.
             timeout: Seconds its calls wait for the server by default; ``None``, no limit; ``0`` is refused.
             publish_async_max_pending: How many async publishes may wait for their acks at once.
 
@@ -821,8 +855,14 @@ class Connection:
         """
         from .jetstream.context import JetStream
 
+        if prefix is None and domain is None and self._nats_context is not None:
+            prefix, domain = self._nats_context.jetstream_api_prefix, self._nats_context.jetstream_domain
         return JetStream(
-            self, prefix=prefix, domain=domain, timeout=timeout, publish_async_max_pending=publish_async_max_pending
+            self,
+            prefix="$JS.API" if prefix is None else prefix,
+            domain=domain,
+            timeout=timeout,
+            publish_async_max_pending=publish_async_max_pending,
         )
 
     # -- fork ----------------------------------------------------------------

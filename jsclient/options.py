@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -272,7 +272,7 @@ class Options:
             InvalidArgumentError: An unknown field name, ``options`` that is not an Options, or a bad value.
         """
         refuse_unknown(kwargs)
-        given = {name: value for name, value in kwargs.items() if not isinstance(value, _NotGiven)}
+        given = given_options(kwargs)
         if servers is not None:
             given["servers"] = servers  # a str or list is normalised to a tuple by __post_init__
         if options is None:
@@ -294,6 +294,15 @@ class Options:
             InvalidArgumentError: An unknown field name or a bad value (named).
         """
         return dataclasses.replace(self, **changes)
+
+
+def given_options(keywords: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords a caller gave: those not left at their ``OPTION_DEFAULTS`` marker.
+
+    What a keyword replaces depends on it (``options=``'s field, a NATS context's value), so "left
+    out" has to stay distinct from "given as the default value".
+    """
+    return {name: value for name, value in keywords.items() if not isinstance(value, _NotGiven)}
 
 
 def refuse_unknown(names: Iterable[str]) -> None:

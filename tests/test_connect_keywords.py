@@ -37,7 +37,7 @@ WIDER: dict[str, Any] = {
 }
 #: The keywords that are not Options fields, each documented in connect()'s docstring.
 EXTRAS = {
-    "options", "error_cb", "closed_cb", "disconnected_cb", "reconnected_cb", "tls_context", "user_jwt_cb",
+    "options", "context", "error_cb", "closed_cb", "disconnected_cb", "reconnected_cb", "tls_context", "user_jwt_cb",
     "signature_cb", "server_selector",
 }
 

@@ -163,7 +163,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         elif args.kind == "sub":
             sub = nc.subscribe("bench.cli", pending_msgs_limit=n + 1)
             nc.flush()
-            pub = connect(nc.options.servers[0]) if not args.embedded else nc
+            pub = connect(options=nc.options) if not args.embedded else nc  # the same credentials and TLS
 
             def feed() -> None:
                 for _ in range(n):

@@ -22,7 +22,9 @@ def _add_common(parser: argparse.ArgumentParser, suppress: bool) -> None:
         return argparse.SUPPRESS if suppress else value
 
     parser.add_argument("--server", "-s", default=default(None),
-                        help="server URL (default: $NATS_URL, then nats://127.0.0.1:4222)")
+                        help="server URL (default: $NATS_URL, then the context's, then nats://127.0.0.1:4222)")
+    parser.add_argument("--context", default=default(None), metavar="NAME",
+                        help="a NATS CLI context's name or .json file (default: $NATS_CONTEXT)")
     parser.add_argument("--embedded", action="store_true", default=default(False),
                         help="start an embedded nats-server for this command")
     parser.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
