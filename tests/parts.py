@@ -34,9 +34,11 @@ class Part:
     counts: str = "no summary line"
 
 
-#: pytest-xdist: a worker per core (JSCLIENT_TEST_WORKERS overrides; 0 runs in one process), each test
-#: file on one worker, so that a module's server and a session's Spark start once per worker.
-WORKERS = os.environ.get("JSCLIENT_TEST_WORKERS", str(os.cpu_count() or 1))
+#: pytest-xdist: two workers per core (JSCLIENT_TEST_WORKERS overrides; 0 runs in one process), each test
+#: file on one worker, so that a module's server and a session's Spark start once per worker.  Two, because
+#: a worker spends about half its time waiting on servers, timeouts and Spark (on 2 cores, /proc/stat: one
+#: worker per core left them idle 51% of a compat run, two per core 24%, three 7% and no faster).
+WORKERS = os.environ.get("JSCLIENT_TEST_WORKERS", str(2 * (os.cpu_count() or 1)))
 PARALLEL = ["-n", WORKERS, "--dist", "loadfile"] if WORKERS != "0" else []
 
 

@@ -269,9 +269,9 @@ def test_instruction_count_runs() -> None:
     With the reader kept parked every call reads its own reply, so each kind of part is found; a run in
     which none were (the dump triggers named wrongly, say) would print zeros.
     """
-    proc = run_module("benchmarks.instructions", "--calls", "20", "--what", "kv,publish")
-    rows = [line.split() for line in proc.stdout.splitlines()[1:]]
-    assert [row[1] for row in rows] == ["kv", "publish"], proc.stdout
+    proc = run_module("benchmarks.instructions", "--calls", "20", "--what", "kv")  # one: most of it is valgrind's
+    rows = [line.split() for line in proc.stdout.splitlines()[1:]]  # start-up, about 35 s of CPU a kind
+    assert [row[1] for row in rows] == ["kv"], proc.stdout
     for row in rows:
         post, pre, _, wait = (int(cell.replace(",", "")) for cell in row[2:])
         assert post > 1000 and pre > 1000 and wait > 1000, proc.stdout
