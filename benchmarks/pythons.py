@@ -4,7 +4,9 @@
   transport buffers small writes so badly (CPython gh-146507) that nats-py's core publish is many times slower
   there than on 3.11.
 * natsio on 3.13: it requires 3.13 or later.
-* jsclient (and its spin_wait=0 and ``--old`` runs), pynats2 and the raw socket on the runner's own interpreter,
+* pynats2 on 3.11 too: it imports ``pkg_resources``, which only a setuptools older than 81 has, and only the
+  virtualenvs of 3.11 and older come with one.
+* jsclient (and its spin_wait=0 and ``--old`` runs) and the raw socket on the runner's own interpreter,
   make bench's ``.venv``.
 
 A client that wants another release than the runner's runs in the virtualenv that tests/pythons.py keeps for
@@ -23,16 +25,18 @@ import sys
 from dataclasses import dataclass
 
 #: The release each peer does best on (tests/pythons.py finds it); a client not named runs on the runner's.
-WANTED = {"nats-py": "3.11", "nats-py-sync": "3.11", "nats-py-thread": "3.11", "natsio": "3.13"}
+WANTED = {"nats-py": "3.11", "nats-py-sync": "3.11", "nats-py-thread": "3.11", "pynats2": "3.11", "natsio": "3.13"}
 #: The oldest release a client runs on at all: without an interpreter that new, it is not measured.
 MINIMUM = {"natsio": (3, 13)}
+#: The first release a client no longer runs on: without an interpreter older, it is not measured.
+BEYOND = {"pynats2": (3, 12)}
 #: The distribution each client is (its version is read from the interpreter that runs it).
 DISTRIBUTIONS = {"nats-py": "nats-py", "nats-py-sync": "nats-py-sync", "nats-py-thread": "nats-py",
                  "pynats2": "pynats2", "natsio": "natsio"}
 #: Why the peers run where they do, as the tables and the docs say it.
 WHY = ("each peer on the CPython where it does best: nats-py on 3.11, since on 3.12 to 3.13.0 asyncio's write "
-       "buffering (CPython gh-146507) makes its core publish many times slower; natsio on 3.13, the first it "
-       "supports")
+       "buffering (CPython gh-146507) makes its core publish many times slower; pynats2 on 3.11, whose "
+       "virtualenvs still have the pkg_resources it imports; natsio on 3.13, the first it supports")
 
 
 @dataclass(frozen=True)
@@ -95,12 +99,14 @@ def resolve(clients: set[str]) -> tuple[dict[str, Interpreter], dict[str, str]]:
             releases[want] = wanted(want)
         got = releases[want]
         if got is None:
-            oldest = MINIMUM.get(client)
-            if oldest is None or release(platform.python_version()) >= oldest:
+            oldest, beyond, mine = MINIMUM.get(client), BEYOND.get(client), release(platform.python_version())
+            if (oldest is None or mine >= oldest) and (beyond is None or mine < beyond):
                 got = runner()  # the best is missing: the runner's, and the record says which it was
             else:
-                missing[client] = (f"needs CPython {'.'.join(map(str, oldest))} or later, and this machine has no "
-                                   f"Python {want} (tests/pythons.py looks for python{want} on PATH and in pyenv)")
+                needs = (f"CPython {'.'.join(map(str, oldest))} or later" if oldest is not None
+                         else f"a CPython older than {'.'.join(map(str, beyond or ()))}")
+                missing[client] = (f"needs {needs}, and this machine has no Python {want} (tests/pythons.py looks "
+                                   f"for python{want} on PATH and in pyenv)")
                 continue
         found[client] = got
     return found, missing

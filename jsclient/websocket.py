@@ -238,12 +238,14 @@ class WebSocketTransport:
             self._fill()
 
     def sendall(self, data: bytes | bytearray) -> None:
-        with self._send_lock:
-            with self._codec_lock:
-                frame = self._codec.encode(data)
-            self._inner.sendall(frame)
-        if self._control:
-            self._send_control()
+        try:
+            with self._send_lock:
+                with self._codec_lock:
+                    frame = self._codec.encode(data)
+                self._inner.sendall(frame)
+        finally:  # a send refused because the server's close came meanwhile still hands on the answer to it
+            if self._control:
+                self._send_control()
 
     def _send_control(self) -> None:
         """Send queued control frames if no one is sending; else the sender will, after releasing."""
@@ -260,15 +262,18 @@ class WebSocketTransport:
         self._inner.settimeout(timeout)
 
     def shutdown(self) -> None:
-        """Say goodbye with a close frame when that cannot block, then shut the socket down."""
+        """Say goodbye when that cannot block (the answer to the server's close frame if one is queued, else a
+        close frame of our own), then shut the socket down."""
         if self._send_lock.acquire(False):
             try:
+                frames = [self._control.popleft() for _ in range(len(self._control))]
                 with self._codec_lock:
-                    frame = self._codec.close_frame()
-                if frame:
-                    with contextlib.suppress(OSError, ValueError):
-                        self._inner.settimeout(0)
-                        self._inner.sendall(frame)
+                    frames.append(self._codec.close_frame())
+                with contextlib.suppress(OSError, ValueError):
+                    self._inner.settimeout(0)
+                    for frame in frames:
+                        if frame:
+                            self._inner.sendall(frame)
             finally:
                 self._send_lock.release()
         self._inner.shutdown()

@@ -139,6 +139,46 @@ def test_closing_after_the_servers_close_lets_a_send_under_way_finish_and_then_a
     assert isinstance(events[-1], CloseConnection)
 
 
+def test_the_answer_to_a_close_waiting_on_a_send_that_the_close_refuses_still_leaves() -> None:
+    """The server's close frame comes while a writer holds the send lock but has not encoded its frame yet: the
+    reader queues the answer for the writer to send, and the writer's encode is refused (the WebSocket is
+    closing).  The refused send hands the answer on all the same, before the link is shut down and closed; it
+    was lost, and the server saw no answer (make test-pythons on 3.13, under load: close-1001)."""
+    import socket
+
+    from jsclient.transport import PlainTransport
+    from jsclient.websocket import WebSocketTransport
+
+    codec, server, _ = accepted()
+    ours, theirs = socket.socketpair()
+    transport = WebSocketTransport(PlainTransport(ours), codec)
+    refused: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            transport.sendall(b"PING\r\n")
+        except OSError as exc:
+            refused.append(exc)
+
+    transport._send_lock.acquire()  # the writer's moment between taking the lock and encoding
+    writer = threading.Thread(target=write)
+    writer.start()
+    theirs.sendall(server.send(CloseConnection(code=1001, reason="shutdown")))
+    assert transport.recv_into(bytearray(100)) == 0  # the close met; its answer cannot be sent now
+    transport._send_lock.release()
+    writer.join(10)
+    transport.shutdown()  # as the connection does when the link is lost
+    transport.close()
+    theirs.settimeout(10)
+    received = bytearray()
+    while chunk := theirs.recv(1 << 16):
+        received += chunk
+    theirs.close()
+    assert refused and "closing" in str(refused[0])
+    events = server_events(server, bytes(received))
+    assert [type(e) for e in events] == [CloseConnection], events
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [
