@@ -41,6 +41,21 @@ class Feeder(Helper):
         super().__init__("benchmarks.feeder", url, subject, str(n), str(len(PAYLOAD)))
 
 
+def counting(n: int, meter: Meter, done: threading.Event | asyncio.Event) -> Callable[[Any], None]:
+    """The callback row's callback (one thread at a time): starts ``meter`` at the first message, sets ``done``
+    at the n-th."""
+    count = [0]
+
+    def cb(_msg: Any) -> None:
+        count[0] += 1
+        if count[0] == 1:
+            meter.start()
+        elif count[0] == n:
+            done.set()
+
+    return cb
+
+
 def fed(url: str, subject: str, n: int, next_msg: Callable[[], object]) -> Figure:
     """The next_msg row of a blocking client: the feeder's burst, the first message untimed, n - 1 timed."""
     feeder = Feeder(url, subject, n)
@@ -82,16 +97,8 @@ def jsclient_row(row: str, url: str, n: int, **options: Any) -> Figure:
             return fed(url, "bench.sub", n, partial(sub.next_msg, timeout=30))
         if row == "callback":
             done = threading.Event()
-            count = [0]
             meter = Meter()
-
-            def cb(_msg: Any) -> None:
-                count[0] += 1
-                if count[0] == 1:
-                    meter.start()
-                elif count[0] == n:
-                    done.set()
-
+            cb = counting(n, meter, done)
             nc.subscribe("bench.cb", None, cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
             nc.flush()
             feeder = Feeder(url, "bench.cb", n)
@@ -124,6 +131,44 @@ def jsclient_row(row: str, url: str, n: int, **options: Any) -> Figure:
     raise SystemExit(f"unknown row {row}")
 
 
+# -- what the asyncio clients (nats-py, natsio) do alike ---------------------------------------------------------
+async def fed_next_msgs(url: str, n: int, sub: Any) -> Figure:
+    """The next_msg row once subscribed to bench.sub: ``n`` messages fed, timed from the second."""
+    feeder = Feeder(url, "bench.sub", n)
+    feeder.tell()
+    await sub.next_msg(timeout=30)
+    figure = await each_async(lambda _i: sub.next_msg(timeout=30), n - 1)
+    feeder.wait()
+    return figure
+
+
+async def fed_callbacks(url: str, n: int, done: asyncio.Event, meter: Meter) -> Figure:
+    """The callback row's end, once subscribed: ``n`` messages fed, timed from the first to ``done``."""
+    feeder = Feeder(url, "bench.cb", n)
+    feeder.tell()
+    await asyncio.wait_for(done.wait(), 60)
+    meter.stop()
+    feeder.wait()
+    return meter.figure(n - 1)
+
+
+async def asyncio_requests(nc: Any, row: str, n: int) -> Figure | None:
+    """The request rows (one in flight, or CONCURRENCY tasks each with one) of a client whose ``request`` is
+    awaited alike; None for any other row."""
+    if row == "request":
+        return await each_async(lambda _i: nc.request("bench.req", PAYLOAD, timeout=5), n)
+    if row != "request_concurrent":
+        return None
+
+    async def worker() -> None:
+        for _ in range(n // CONCURRENCY):
+            await nc.request("bench.req", PAYLOAD, timeout=5)
+
+    with Meter() as meter:
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return meter.figure(n // CONCURRENCY * CONCURRENCY)
+
+
 # -- nats-py (asyncio) --------------------------------------------------------
 
 
@@ -148,43 +193,21 @@ def natspy_row(row: str, url: str, n: int) -> Figure:
             if row == "next_msg":
                 sub = await nc.subscribe("bench.sub", pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
                 await nc.flush()
-                feeder = Feeder(url, "bench.sub", n)
-                feeder.tell()
-                await sub.next_msg(timeout=30)
-                figure = await each_async(lambda _i: sub.next_msg(timeout=30), n - 1)
-                feeder.wait()
-                return figure
+                return await fed_next_msgs(url, n, sub)
             if row == "callback":
                 done = asyncio.Event()
-                count = [0]
                 meter = Meter()
+                tick = counting(n, meter, done)
 
-                async def cb(_msg: Any) -> None:
-                    count[0] += 1
-                    if count[0] == 1:
-                        meter.start()
-                    elif count[0] == n:
-                        done.set()
+                async def cb(msg: Any) -> None:
+                    tick(msg)
 
                 await nc.subscribe("bench.cb", cb=cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
                 await nc.flush()
-                feeder = Feeder(url, "bench.cb", n)
-                feeder.tell()
-                await asyncio.wait_for(done.wait(), 60)
-                meter.stop()
-                feeder.wait()
-                return meter.figure(n - 1)
-            if row == "request":
-                return await each_async(lambda _i: nc.request("bench.req", PAYLOAD, timeout=5), n)
-            if row == "request_concurrent":
-
-                async def worker() -> None:
-                    for _ in range(n // CONCURRENCY):
-                        await nc.request("bench.req", PAYLOAD, timeout=5)
-
-                with Meter() as meter:
-                    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-                return meter.figure(n // CONCURRENCY * CONCURRENCY)
+                return await fed_callbacks(url, n, done, meter)
+            figure = await asyncio_requests(nc, row, n)
+            if figure is not None:
+                return figure
         finally:
             await nc.close()
         raise SystemExit(f"unknown row {row}")
@@ -336,43 +359,17 @@ def natsio_row(row: str, url: str, n: int) -> Figure:
             if row == "next_msg":
                 sub = nc.subscribe("bench.sub", pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
                 await nc.flush()
-                feeder = Feeder(url, "bench.sub", n)
-                feeder.tell()
-                await sub.next_msg(timeout=30)
-                figure = await each_async(lambda _i: sub.next_msg(timeout=30), n - 1)
-                feeder.wait()
-                return figure
+                return await fed_next_msgs(url, n, sub)
             if row == "callback":
                 done = asyncio.Event()
-                count = [0]
                 meter = Meter()
-
-                def cb(_msg: Any) -> None:
-                    count[0] += 1
-                    if count[0] == 1:
-                        meter.start()
-                    elif count[0] == n:
-                        done.set()
-
+                cb = counting(n, meter, done)
                 nc.subscribe("bench.cb", cb=cb, pending_msgs_limit=n + 1, pending_bytes_limit=1 << 40)
                 await nc.flush()
-                feeder = Feeder(url, "bench.cb", n)
-                feeder.tell()
-                await asyncio.wait_for(done.wait(), 60)
-                meter.stop()
-                feeder.wait()
-                return meter.figure(n - 1)
-            if row == "request":
-                return await each_async(lambda _i: nc.request("bench.req", PAYLOAD, timeout=5), n)
-            if row == "request_concurrent":
-
-                async def worker() -> None:
-                    for _ in range(n // CONCURRENCY):
-                        await nc.request("bench.req", PAYLOAD, timeout=5)
-
-                with Meter() as meter:
-                    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-                return meter.figure(n // CONCURRENCY * CONCURRENCY)
+                return await fed_callbacks(url, n, done, meter)
+            figure = await asyncio_requests(nc, row, n)
+            if figure is not None:
+                return figure
         finally:
             await nc.close()
         raise SystemExit(f"unsupported row {row} for natsio")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 import jsclient
 from jsclient.server import PORT_SLOT, NatsServer, binary_version, find_server_binary
@@ -90,6 +91,38 @@ def nc(server: NatsServer) -> Iterator[jsclient.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    """A certificate authority of the tests' own (trustme)."""
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """PEM files signed by ``ca``: a server's for 127.0.0.1 and localhost, another server's, a client's."""
+    d = tmp_path_factory.mktemp("tls")
+    server_cert = ca.issue_cert("localhost", "127.0.0.1")
+    client_cert = ca.issue_cert("client@example.com")
+    other_cert = ca.issue_cert("nats.example.org")
+    files = {
+        "ca": d / "ca.pem",
+        "cert": d / "server.pem",
+        "key": d / "server.key",
+        "other_cert": d / "other.pem",
+        "other_key": d / "other.key",
+        "client_cert": d / "client.pem",
+        "client_key": d / "client.key",
+    }
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    server_cert.cert_chain_pems[0].write_to_path(str(files["cert"]))
+    server_cert.private_key_pem.write_to_path(str(files["key"]))
+    other_cert.cert_chain_pems[0].write_to_path(str(files["other_cert"]))
+    other_cert.private_key_pem.write_to_path(str(files["other_key"]))
+    client_cert.cert_chain_pems[0].write_to_path(str(files["client_cert"]))
+    client_cert.private_key_pem.write_to_path(str(files["client_key"]))
+    return {k: str(v) for k, v in files.items()}
 
 
 @pytest.fixture

@@ -20,14 +20,13 @@ from typing import Any
 
 import nkeys
 import pytest
-import trustme
 
 import jsclient
 from jsclient.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
 from jsclient.contexts import CONTEXT_FIELDS, FieldUse, config_home, context_path, parse_context, selection_path
 from jsclient.server import NatsServer
 
-from .test_security import make_jwt, new_seed, tls_block
+from .test_security import make_jwt, new_seed, roundtrip, tls_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,14 +93,6 @@ def write(config: Path) -> Writer:
     return write_context
 
 
-def roundtrip(nc: jsclient.Connection) -> None:
-    sub = nc.subscribe("ctx.check")
-    nc.publish("ctx.check", b"through the context")
-    assert sub.next_msg(timeout=5).data == b"through the context"
-    nc.subscribe("ctx.svc", callback=lambda m: m.respond(m.data[::-1]))
-    assert nc.request("ctx.svc", b"abc", timeout=5).data == b"cba"
-
-
 # -- servers that each demand one kind of credentials or TLS ------------------------------------------
 
 
@@ -155,22 +146,6 @@ def operator_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     config = f'operator: "{op_jwt}"\nresolver: MEMORY\nresolver_preload: {{\n  {acc_pub}: "{acc_jwt}"\n}}'
     with NatsServer(jetstream=False, config=config) as server:
         yield server, creds
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    ca = trustme.CA()
-    d = tmp_path_factory.mktemp("tls")
-    server_cert = ca.issue_cert("localhost", "127.0.0.1")
-    client_cert = ca.issue_cert("client@example.com")
-    files = {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key",
-             "client_cert": d / "client.pem", "client_key": d / "client.key"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server_cert.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    server_cert.private_key_pem.write_to_path(str(files["key"]))
-    client_cert.cert_chain_pems[0].write_to_path(str(files["client_cert"]))
-    client_cert.private_key_pem.write_to_path(str(files["client_key"]))
-    return {k: str(v) for k, v in files.items()}
 
 
 @pytest.fixture(scope="module")

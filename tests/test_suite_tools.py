@@ -67,3 +67,19 @@ def test_side_by_side_test_processes_pick_ports_from_slices_of_their_own(monkeyp
     assert not (seen[0] & seen[1] or seen[1] & seen[2] or seen[0] & seen[2])
     monkeypatch.setenv(server.PORT_SLOT, "nonsense")  # read as no slot: the whole range
     assert server.free_port() in below
+
+
+def test_the_classifiers_name_each_python_the_suite_runs_under() -> None:
+    """setup.cfg's classifiers and README's list say which CPythons are supported: those make test-pythons runs
+    the whole suite under (tests/pythons.py), no more and no fewer."""
+    import configparser
+    import re
+
+    from .pythons import ROOT, SUPPORTED
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = re.findall(r"Programming Language :: Python :: (3\.\d+)", cfg["metadata"]["classifiers"])
+    assert tuple(listed) == SUPPORTED
+    readme = (ROOT / "README.rst").read_text()
+    assert f"passes on CPython {', '.join(SUPPORTED[:-1])} and {SUPPORTED[-1]}" in readme.replace("\n", " ")
