@@ -262,18 +262,15 @@ class WebSocketTransport:
         self._inner.settimeout(timeout)
 
     def shutdown(self) -> None:
-        """Say goodbye when that cannot block (the answer to the server's close frame if one is queued, else a
-        close frame of our own), then shut the socket down."""
+        """Say goodbye with a close frame when that cannot block, then shut the socket down."""
         if self._send_lock.acquire(False):
             try:
-                frames = [self._control.popleft() for _ in range(len(self._control))]
                 with self._codec_lock:
-                    frames.append(self._codec.close_frame())
-                with contextlib.suppress(OSError, ValueError):
-                    self._inner.settimeout(0)
-                    for frame in frames:
-                        if frame:
-                            self._inner.sendall(frame)
+                    frame = self._codec.close_frame()
+                if frame:
+                    with contextlib.suppress(OSError, ValueError):
+                        self._inner.settimeout(0)
+                        self._inner.sendall(frame)
             finally:
                 self._send_lock.release()
         self._inner.shutdown()
