@@ -57,6 +57,9 @@ def test_the_stress_pauser_leaves_a_server_the_test_stopped_itself_stopped() -> 
         assert paused.proc is not None
         os.kill(paused.proc.pid, signal.SIGSTOP)  # the test's own pause, before the pauser comes round
         try:
+            deadline = time.monotonic() + 10
+            while state(paused.proc.pid) != "T" and time.monotonic() < deadline:  # the stop takes effect
+                time.sleep(0.005)
             with slowed_servers(os.getpid(), stop_ms=1, every_ms=20):
                 seen = set()
                 for _ in range(50):  # over many of the pauser's rounds
