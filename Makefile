@@ -35,10 +35,10 @@ test: lint servers
 test-pythons: lint servers
 	$(PY) -m tests.parts --pythons
 
-## make test-stress: the suite with the machine made busy on purpose (a CPU hog per core at a lower priority, at
-## the same priority, and the tests' own servers stopped 30 ms in every 500), round after round until each kind
-## of load has passed twice in a row, with make test's workers; logs under build/stress.  PYTEST="tests/test_x.py -k y"
-## runs a part only.
+## make test-stress: the suite with the machine made busy on purpose (a CPU hog per core at a lower priority,
+## at the same priority, and the tests' own servers frozen 30 ms in every 500 by a cgroup freezer), round after
+## round until each kind of load has passed twice in a row, with make test's workers; logs under build/stress.
+## PYTEST="tests/test_x.py -k y" runs a part only.
 test-stress: servers
 	$(PY) -m tests.stress -- $(PYTEST)
 
