@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ import jsclient
 from jsclient import server
 from jsclient.server import NatsServer
 
+from . import pythons
 from .parts import Part, report, run
 from .stress import Freezer, FreezerUnavailable, servers_under, slowed_servers
 from .stress import process_state as state
@@ -124,3 +126,29 @@ def test_the_classifiers_name_each_python_the_suite_runs_under() -> None:
     assert tuple(listed) == SUPPORTED
     readme = (ROOT / "README.rst").read_text()
     assert f"passes on CPython {', '.join(SUPPORTED[:-1])} and {SUPPORTED[-1]}" in readme.replace("\n", " ")
+
+
+def test_a_virtualenv_rebuilt_for_the_compat_subset_keeps_the_whole_suites_extras(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make bench asks for 3.13's virtualenv without Spark and the docs; after setup.cfg changed, its rebuild
+    dropped them from the one make test-pythons had built, and the next whole-suite run under 3.13 lacked both."""
+    (tmp_path / "setup.cfg").write_text("[metadata]\n")
+    stamp = tmp_path / ".venv-3.13" / ".installed"
+    stamp.parent.mkdir()
+    stamp.write_text("dev,docs,spark,test,websocket")
+    os.utime(stamp, (0, 0))  # older than setup.cfg: a rebuild is due
+    steps: list[list[str]] = []
+    monkeypatch.setattr(pythons, "ROOT", tmp_path)
+
+    def run(step: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+        steps.append(step)
+        return subprocess.CompletedProcess(step, 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    pythons.venv("3.13", sys.executable, whole=False)
+    assert steps[-1][-1] == ".[dev,docs,spark,test,websocket]"
+    assert stamp.read_text() == "dev,docs,spark,test,websocket"
+    steps.clear()
+    pythons.venv("3.13", sys.executable, whole=True)  # up to date and wide enough: nothing is run
+    assert steps == []
