@@ -38,7 +38,7 @@ from .api import (
 from .batch import AtomicBatch, BatchAck
 from .counters import Counters
 from .direct import LastRequest, StoredMessage
-from .handles import Consumer, Stream
+from .handles import Consumer, Stream, pull_consumer
 from .kv import KeyValue, KeyValueStatus
 from .objectstore import ObjectStore, ObjectStoreStatus
 from .ordered import OrderedSubscription
@@ -46,7 +46,7 @@ from .publisher import PUBLISH_RETRY, Publisher, publish_options, window_size
 from .pull import PullSubscription
 from .push import PushSubscription
 from .reads import Reads
-from .stores import Stores
+from .stores import KEY_VALUE, OBJECT_STORE, Stores
 from .subscriber import Subscriber
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ class JetStream(Reads):
 
         Raises:
             InvalidArgumentError: A bad name, config or unknown field, or a ``deliver_subject`` (that makes a
-                push consumer); raised before the consumer is asked for.
+                push consumer); raised before anything is sent.
             FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNotFoundError: No such stream.
             ConsumerAlreadyExistsError: A consumer of that name exists with another configuration.
@@ -311,7 +311,7 @@ class JetStream(Reads):
             TimeoutError: No answer within the context's timeout.
             ConnectionClosedError: The connection is closed or draining.
         """
-        return self.stream(stream).create_consumer(config, **fields)
+        return pull_consumer(self, stream, config, fields, action="create")
 
     def create_or_update_consumer(self, stream: str, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
         """Create a pull consumer on ``stream``, or change the one of that name to this config; its handle.
@@ -328,7 +328,7 @@ class JetStream(Reads):
 
         Raises:
             InvalidArgumentError: A bad name, config or unknown field, or a ``deliver_subject`` (that makes a
-                push consumer); raised before the consumer is asked for.
+                push consumer); raised before anything is sent.
             FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNotFoundError: No such stream.
             MaximumConsumersError: The consumer is new, and the stream or account has as many as it may.
@@ -338,7 +338,7 @@ class JetStream(Reads):
             TimeoutError: No answer within the context's timeout.
             ConnectionClosedError: The connection is closed or draining.
         """
-        return self.stream(stream).create_or_update_consumer(config, **fields)
+        return pull_consumer(self, stream, config, fields, action="")
 
     def delete_stream(self, name: str) -> bool:
         """Delete a stream, its messages and its consumers.
@@ -608,7 +608,7 @@ class JetStream(Reads):
             TimeoutError: No answer within the context's timeout.
             ConnectionClosedError: The connection is closed or draining.
         """
-        return self._stores.key_value_names()
+        return self._stores.names(KEY_VALUE)
 
     def key_values(self) -> list[KeyValueStatus]:
         """The status of every bucket, from one stream listing.
@@ -621,7 +621,7 @@ class JetStream(Reads):
             TimeoutError: No answer within the context's timeout.
             ConnectionClosedError: The connection is closed or draining.
         """
-        return self._stores.key_values()
+        return self._stores.statuses(KEY_VALUE)
 
     def key_value(self, bucket: str) -> KeyValue:
         """Bind to an existing bucket (BucketNotFoundError if there is none).
@@ -731,7 +731,7 @@ class JetStream(Reads):
             TimeoutError: No answer within the context's timeout.
             ConnectionClosedError: The connection is closed or draining.
         """
-        return self._stores.object_store_names()
+        return self._stores.names(OBJECT_STORE)
 
     def object_stores(self) -> list[ObjectStoreStatus]:
         """The status of every object store, from one stream listing.
@@ -744,7 +744,7 @@ class JetStream(Reads):
             TimeoutError: No answer within the context's timeout.
             ConnectionClosedError: The connection is closed or draining.
         """
-        return self._stores.object_stores()
+        return self._stores.statuses(OBJECT_STORE)
 
     def delete_object_store(self, bucket: str) -> bool:
         """Delete an object store and every object in it.

@@ -18,7 +18,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from msgspec import UNSET
 
@@ -180,7 +180,7 @@ class Stream:
             StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal.
         """
-        return Consumer(self._js, self._js.consumer_info(self.name, name))
+        return self._js.consumer(self.name, name)
 
     def create_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
         """A new pull consumer (an error if one of that name exists with another config).
@@ -205,7 +205,7 @@ class Stream:
             StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal.
         """
-        return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields), action="create"))
+        return pull_consumer(self._js, self.name, config, fields, action="create")
 
     def update_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
         """Change an existing pull consumer to this configuration.
@@ -226,7 +226,7 @@ class Stream:
             StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal, for example a field that cannot change.
         """
-        return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields), action="update"))
+        return pull_consumer(self._js, self.name, config, fields, action="update")
 
     def create_or_update_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> Consumer:
         """Create a pull consumer, or change the one of that name to this configuration.
@@ -247,7 +247,7 @@ class Stream:
             StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal, for example a field of an existing consumer that cannot change.
         """
-        return Consumer(self._js, self._js.add_consumer(self.name, _pull_config(config, fields)))
+        return pull_consumer(self._js, self.name, config, fields, action="")
 
     def delete_consumer(self, name: str) -> bool:
         """Delete the consumer ``name`` of this stream.
@@ -315,11 +315,16 @@ class Stream:
         )
 
 
-def _pull_config(config: ConsumerConfig | None, fields: dict[str, Any]) -> ConsumerConfig:
+def pull_consumer(
+    js: JetStream, stream: str, config: ConsumerConfig | None, fields: dict[str, Any],
+    *, action: Literal["", "create", "update"],
+) -> Consumer:
+    """The create and update calls of both the context and a stream handle: one request, no stream lookup."""
+    api.check_name("stream name", stream)  # a bad stream name is reported before a bad config
     cfg = api.merge_config(ConsumerConfig, config, fields)
     if cfg.deliver_subject is not UNSET and cfg.deliver_subject is not None:
         raise InvalidArgumentError("deliver_subject makes a push consumer; the handle API reads pull consumers")
-    return cfg
+    return Consumer(js, js.add_consumer(stream, cfg, action=action))
 
 
 def _buffer(
