@@ -310,7 +310,8 @@ class Group:
             pending_bytes_limit: The same bound in payload bytes.
 
         Returns:
-            The endpoint, listening.
+            The endpoint, subscribed: the server has its interest once ``nc.flush()`` returns, which a
+            caller on another connection may need first.
 
         Raises:
             InvalidArgumentError: A bad name, subject (BadSubjectError), queue group, metadata or limit, a
@@ -449,7 +450,8 @@ class Service(Group):
             pending_bytes_limit: The same bound in payload bytes.
 
         Returns:
-            The endpoint, listening.
+            The endpoint, subscribed: the server has its interest once ``nc.flush()`` returns, which a
+            caller on another connection may need first.
 
         Raises:
             InvalidArgumentError: A bad name, subject (BadSubjectError), queue group, metadata or limit, a

@@ -123,7 +123,17 @@ class Freezer:
             (self.path / "cgroup.procs").write_text(str(pid))
 
     def freeze(self, *, frozen: bool) -> None:
+        """Freeze (and wait until every task is frozen: the write alone let a server answer a PING after it),
+        or thaw."""
         (self.path / self._switch).write_text(self._values[0 if frozen else 1])
+        deadline = time.monotonic() + 5
+        while frozen and not self._frozen() and time.monotonic() < deadline:
+            time.sleep(0.0005)
+
+    def _frozen(self) -> bool:
+        if self._switch == "cgroup.freeze":
+            return "frozen 1" in (self.path / "cgroup.events").read_text()
+        return (self.path / "freezer.state").read_text().strip() == "FROZEN"
 
     def close(self) -> None:
         """Thaw, hand every task back to the cgroup it came from, and remove the cgroup."""
@@ -159,9 +169,9 @@ def slowed_servers(root: int, stop_ms: int, every_ms: int) -> Iterator[Pauser]:
             freezer.freeze(frozen=True)
             pauser.frozen.set()
             time.sleep(stop_ms / 1000)
-            freezer.freeze(frozen=False)
+            pauser.thaws += 1  # counted first: what the thaw lets the server answer may arrive before the next line
             pauser.frozen.clear()
-            pauser.thaws += 1
+            freezer.freeze(frozen=False)
 
     thread = threading.Thread(target=pause, name="stress-pauser", daemon=True)
     thread.start()

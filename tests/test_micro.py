@@ -285,6 +285,7 @@ def test_nats_py_calls_and_discovers_a_jsclient_service(server: NatsServer) -> N
     with jsclient.connect(server.url) as nc, micro.add_service(nc, name="jssvc", version="1.0.0") as svc:
         svc.add_endpoint("echo", _echo, subject="js.echo")
         svc.add_endpoint("fail", _fail, subject="js.fail")
+        nc.flush()  # another connection asks next: the server must have the endpoints' interest first
 
         async def peer() -> tuple[bytes, dict[str, str] | None, Any]:
             pnc = await nats.connect(server.url)
