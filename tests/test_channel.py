@@ -21,8 +21,8 @@ import pytest
 import jsclient
 from jsclient import errors
 from jsclient.jetstream import manager
-from jsclient.jetstream.channel import Channel, Outcome, Wake
-from jsclient.jetstream.manager import MessageManager, StrictOrder
+from jsclient.jetstream.channel import Channel, Wake
+from jsclient.jetstream.manager import MessageManager, StrictOrder, Verdict
 from jsclient.jetstream.pull import MessageStream, PullSubscription
 from jsclient.message import Msg
 
@@ -155,13 +155,13 @@ def test_a_step_is_a_message_or_a_status_with_its_error_and_heartbeats_never_com
                 status(b"404 No Messages"), status(b"503"), status(b"409 Consumer Deleted")):
         port.deliver(msg)
     steps = [channel.step(1) for _ in range(4)]
-    assert [s.outcome for s in steps] == [Outcome.MESSAGE, Outcome.END, Outcome.WARNING, Outcome.ERROR]
+    assert [s.verdict for s in steps] == [Verdict.MESSAGE, Verdict.END, Verdict.WARNING, Verdict.ERROR]
     assert steps[0].msg is not None and steps[0].msg.metadata.sequence.consumer == 1
     assert steps[1].status.code == 404 and steps[1].error is None
     assert isinstance(steps[2].error, errors.NoRespondersStatusError)
     assert isinstance(steps[3].error, errors.ConsumerDeletedError)
     assert core.controls == ["$JS.FC.1"]  # flow control answered on the way
-    assert channel.step(0).outcome is Outcome.TIMEOUT
+    assert channel.step(0).verdict is Verdict.TIMED_OUT
 
 
 def test_each_workflow_table_decides_the_same_status_differently() -> None:
@@ -170,8 +170,8 @@ def test_each_workflow_table_decides_the_same_status_differently() -> None:
     for name, table in (("push", manager.PUSH), ("ordered", manager.ORDERED), ("fetch", manager.FETCH)):
         port = FakePort()
         port.deliver(deleted)
-        outcomes[name] = Channel(cast(Any, port), MessageManager(cast(Any, Core())), table).step(1).outcome
-    assert outcomes == {"push": Outcome.ERROR, "ordered": Outcome.RESET, "fetch": Outcome.ERROR}
+        outcomes[name] = Channel(cast(Any, port), MessageManager(cast(Any, Core())), table).step(1).verdict
+    assert outcomes == {"push": Verdict.ERROR, "ordered": Verdict.RESET, "fetch": Verdict.ERROR}
 
 
 def test_a_wake_comes_after_what_is_queued_and_once() -> None:
@@ -179,10 +179,10 @@ def test_a_wake_comes_after_what_is_queued_and_once() -> None:
     channel = Channel(cast(Any, port), MessageManager(cast(Any, Core())), manager.PUSH)
     port.deliver(message(1))
     channel.wake(Wake.SILENT, 7)
-    assert channel.step(1).outcome is Outcome.MESSAGE
+    assert channel.step(1).verdict is Verdict.MESSAGE
     woken = channel.step(1)
-    assert (woken.outcome, woken.wake, woken.serial) == (Outcome.WOKEN, Wake.SILENT, 7)
-    assert channel.step(0).outcome is Outcome.TIMEOUT
+    assert (woken.verdict, woken.wake, woken.serial) == (Verdict.WOKEN, Wake.SILENT, 7)
+    assert channel.step(0).verdict is Verdict.TIMED_OUT
     port.closed = True
     with pytest.raises(errors.SubscriptionClosedError):
         channel.step(1)
@@ -203,7 +203,7 @@ def test_ordered_drops_everything_after_a_gap_and_wakes_the_taker_to_reset() -> 
         port.deliver(message(n, 10 + n))
     assert [channel.step(1).msg.metadata.sequence.consumer for _ in range(2)] == [1, 2]  # type: ignore[union-attr]
     step = channel.step(1)
-    assert (step.outcome, step.wake) == (Outcome.WOKEN, Wake.RESET)
+    assert (step.verdict, step.wake) == (Verdict.WOKEN, Wake.RESET)
     assert order.stream_seq == 12  # where the next consumer starts after
     beat = status(b"100 Idle Heartbeat", extra=b"Nats-Last-Consumer: 3\r\n")
     port.deliver(beat)  # a heartbeat past the last accepted: a gap too

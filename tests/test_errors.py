@@ -92,7 +92,7 @@ def test_input_gaps_are_named_before_anything_is_sent(server: NatsServer, tmp_pa
 
 #: Exceptions that never reach a user: each is caught inside the package (or is a jsclient bug).
 INTERNAL = {
-    "jsclient.jetstream.channel.Woken": "wakes a taker; the consumption engine turns it into an Outcome",
+    "jsclient.jetstream.channel.Woken": "wakes a taker; the consumption engine turns it into a WOKEN verdict",
     "jsclient.core.state.TransitionError": "a state-machine bug in jsclient, not something to catch",
 }
 

@@ -4,18 +4,20 @@ Every JetStream workflow that takes from a subscription (push
 ``next_msg`` and callbacks, the ordered subscription and the ordered
 consumer, pull ``fetch`` and ``messages()``, the batched direct get, and
 the publish-ack collectors of fast ingest and the Spark sink) asks a
-:class:`Channel` for its next :class:`Step` and acts on one
-:class:`Outcome`.  The channel takes from the port, has the manager judge
-each message by the workflow's table, handles heartbeats and flow control
-itself, and turns a status into its error through
-:func:`.status.reply_error`, the one mapping, by what the channel's
-messages answer (:class:`~.status.Request`).
+:class:`Channel` for its next :class:`Step` and acts on its
+:class:`~.manager.Verdict`: the one the workflow's table gave, or the
+channel's own two (timed out, woken), so every layer reads one enum.
+The channel takes from the port, has the manager judge each message by
+the workflow's table, handles heartbeats and flow control itself, and
+turns a status into its error through :func:`.status.reply_error`, the
+one mapping, by what the channel's messages answer
+(:class:`~.status.Request`).
 The workflows are the policies: what an end, a warning, a reset or a
 wake-up means for them.
 
 The per-message loops (fetch, ``messages()``, ``next_msg``, the batched
 direct get) call :meth:`Channel.take`, which hands a user message over as
-it is and makes a :class:`Step` only for the rest, and compare outcomes
+it is and makes a :class:`Step` only for the rest, and compare verdicts
 with this module's aliases (:data:`MESSAGE`, ...): they run once per
 message, where a Step and an enum attribute lookup each would show.
 
@@ -43,21 +45,9 @@ if TYPE_CHECKING:
     from .manager import MessageManager
 
 
-class Outcome(enum.Enum):
-    """What one step of a channel gave."""
-
-    MESSAGE = "message"  # a user message (step.msg)
-    END = "end"  # a request or batch ended, nothing wrong (step.status, step.msg for its subject)
-    WARNING = "warning"  # a passing trouble (step.error): report it, then ask again
-    RESET = "reset"  # the consumer must be recreated (ordered)
-    ERROR = "error"  # a terminal status (step.error)
-    WOKEN = "woken"  # woken by :meth:`Channel.wake` (step.wake, step.serial)
-    TIMEOUT = "timeout"  # nothing by the deadline
-
-
-#: The outcomes as module globals, for the per-message loops.
-MESSAGE, END, WARNING, RESET, ERROR, WOKEN, TIMEOUT = (
-    Outcome.MESSAGE, Outcome.END, Outcome.WARNING, Outcome.RESET, Outcome.ERROR, Outcome.WOKEN, Outcome.TIMEOUT
+#: The verdicts a step can carry, as module globals for the per-message loops (HANDLED never comes out).
+MESSAGE, END, WARNING, RESET, ERROR, TIMED_OUT, WOKEN = (
+    Verdict.MESSAGE, Verdict.END, Verdict.WARNING, Verdict.RESET, Verdict.ERROR, Verdict.TIMED_OUT, Verdict.WOKEN
 )
 
 
@@ -71,11 +61,11 @@ class Wake(enum.Enum):
 
 
 class Step(NamedTuple):
-    outcome: Outcome
-    msg: Msg | None = None
-    status: Status = NO_STATUS
-    error: Error | None = None
-    wake: Wake | None = None
+    verdict: Verdict
+    msg: Msg | None = None  # the user message, or the status (its subject names the request it ends)
+    status: Status = NO_STATUS  # END's, WARNING's, RESET's and ERROR's
+    error: Error | None = None  # WARNING's and ERROR's
+    wake: Wake | None = None  # WOKEN's
     #: The call a :data:`Wake.SILENT` alarm was for (a fetch's own heartbeat watch), 0 for any.
     serial: int = 0
 
@@ -89,11 +79,7 @@ class Woken(Error):
         self.serial = serial
 
 
-_BY_VERDICT = {
-    Verdict.END: Outcome.END, Verdict.WARNING: Outcome.WARNING,
-    Verdict.RESET: Outcome.RESET, Verdict.ERROR: Outcome.ERROR,
-}
-TIMED_OUT = Step(Outcome.TIMEOUT)
+_TIMED_OUT_STEP = Step(TIMED_OUT)
 _new_step = tuple.__new__  # a Step of a message without the generated __new__'s keyword handling
 
 
@@ -137,9 +123,9 @@ class Channel:
         try:
             msg = port.take(timeout)
         except TimeoutError:
-            return TIMED_OUT
+            return _TIMED_OUT_STEP
         except Woken as woken:
-            return Step(Outcome.WOKEN, wake=woken.wake, serial=woken.serial)
+            return Step(WOKEN, wake=woken.wake, serial=woken.serial)
         header = msg.header
         if header is None or status_of(header) is None:
             return msg
@@ -160,9 +146,9 @@ class Channel:
             try:
                 msg = port.take(remaining)
             except TimeoutError:
-                return TIMED_OUT
+                return _TIMED_OUT_STEP
             except Woken as woken:
-                return Step(Outcome.WOKEN, wake=woken.wake, serial=woken.serial)
+                return Step(WOKEN, wake=woken.wake, serial=woken.serial)
 
     def judge(self, msg: Msg) -> Step | None:
         """The step of a message handed over by the core (a callback's); None when it was handled here."""
@@ -174,22 +160,18 @@ class Channel:
         return self._status_step(verdict, msg)
 
     def _status_step(self, verdict: Verdict, msg: Msg) -> Step:
-        outcome = _BY_VERDICT[verdict]
         status = self.manager.status
-        error = (
-            reply_error(status, self.request, self.target)
-            if outcome is Outcome.WARNING or outcome is Outcome.ERROR else None
-        )
-        return Step(outcome, msg, status, error)
+        error = reply_error(status, self.request, self.target) if verdict is WARNING or verdict is ERROR else None
+        return Step(verdict, msg, status, error)
 
     def ready(self) -> Step | None:
         """A step from what is already queued, without waiting; None when nothing is."""
         while self.port.pending_msgs:
             step = self.step(0)
-            if step.outcome is not Outcome.TIMEOUT:
+            if step.verdict is not TIMED_OUT:
                 return step
         return None
 
     def wake(self, wake: Wake, serial: int = 0) -> None:
-        """Any thread: the taker's next step (now, if it waits) is :data:`Outcome.WOKEN`."""
+        """Any thread: the taker's next step (now, if it waits) is :data:`WOKEN`."""
         self.port.interrupt(Woken(wake, serial))

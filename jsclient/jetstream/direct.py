@@ -48,7 +48,7 @@ from ..headers import (
 from ..message import Msg
 from ..protocol import R, ReplyShape, check_publish_subject, check_subscribe_subject, remember, reply_pattern
 from . import api, features
-from .channel import END, TIMEOUT, Channel
+from .channel import END, TIMED_OUT, Channel
 from .manager import DIRECT_BATCH, MessageManager
 from .status import MAX_MULTI_SUBJECTS, Kind, Request, classify_header, reply_error
 
@@ -448,22 +448,22 @@ class DirectBatch:
                     msg = channel.take(self._timeout)
                     if not isinstance(msg, Msg):
                         step = msg
-                        if step.outcome is TIMEOUT:
+                        if step.verdict is TIMED_OUT:
                             raise TimeoutError(
                                 f"direct get batch on {self.stream!r}: no reply within {self._timeout} s"
                             )
-                        if step.outcome is END:
+                        if step.verdict is END:
                             if step.status.kind is Kind.NO_MESSAGES:
                                 self.num_pending = 0
                                 return
                             self._ended(step.msg)
                             break
-                        status = step.status  # the table has no other outcome than an error
+                        status = step.status  # the table has no other verdict than an error
                         if multi and status.code == 408 and "empty request" in status.description.lower():
                             raise _older_responder(features.MULTI_LAST_DIRECT_GET, self.stream)
                         if isinstance(step.error, NoRespondersError):
                             raise no_direct(js, self.stream)
-                        raise step.error or AssertionError(step.outcome)
+                        raise step.error or AssertionError(step.verdict)
                     stored = StoredMessage(msg)
                     if first and stored.num_pending is None and not multi:
                         # A replica older than 2.11 answered (ADR-31: no Nats-Num-Pending): it sends this

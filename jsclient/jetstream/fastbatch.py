@@ -40,7 +40,7 @@ from ..headers import encode
 from ..protocol import FAST_APPEND_FRAME, REQUEST_HEAD, encode_fast_ingest
 from . import api, features
 from .batch import member, new_batch_id
-from .channel import MESSAGE, TIMEOUT, Channel, Step
+from .channel import MESSAGE, TIMED_OUT, Channel, Step
 from .manager import ACKS, MessageManager
 from .status import Request
 
@@ -190,8 +190,8 @@ class _Publisher:
             self.take(self._answer(step))
 
     def _answer(self, step: Step) -> Msg:
-        if step.outcome is not MESSAGE:
-            raise step.error or AssertionError(step.outcome)  # ACKS has no other outcome than an error
+        if step.verdict is not MESSAGE:
+            raise step.error or AssertionError(step.verdict)  # ACKS has no other verdict than an error
         assert step.msg is not None
         return step.msg
 
@@ -207,7 +207,7 @@ class _Publisher:
                     f"(messages up to batch sequence {self.acked} were acked)"
                 )
             step = self.answers.step(min(PING_AFTER, remaining))
-            if step.outcome is TIMEOUT:
+            if step.verdict is TIMED_OUT:
                 self.ping(seq)
             else:
                 self.take(self._answer(step))

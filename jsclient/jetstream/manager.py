@@ -5,9 +5,9 @@ and looked up in its workflow's table below, which says what it means there:
 hand it to the user, it was handled here, the request or batch ended, a
 passing trouble to telegraph before asking again, recreate the consumer
 (ordered), or a terminal error.  The tables are the whole policy; the
-consumption engine (:mod:`.channel`) turns each verdict into an outcome and
-the workflows (push.py, pull.py, ordered.py, handles.py, direct.py, bulk.py)
-carry outcomes out.
+consumption engine (:mod:`.channel`) hands each verdict on as it is, adding
+its own two (timed out, woken), and the workflows (push.py, pull.py,
+ordered.py, handles.py, direct.py, bulk.py) act on verdicts.
 
 Threads:
 
@@ -48,12 +48,17 @@ if TYPE_CHECKING:
 
 
 class Verdict(enum.Enum):
+    """What a workflow must do next: one enum from the manager's tables up to every workflow."""
+
     MESSAGE = "message"  # hand it to the user
     HANDLED = "handled"  # dealt with here (heartbeat, flow control, the end of an older request)
     END = "end"  # the pull request or batch is over; nothing is wrong
     WARNING = "warning"  # the request failed for a passing reason: telegraph it, then ask again
     RESET = "reset"  # recreate the consumer (ordered)
     ERROR = "error"  # terminal: raise it (or report it, for a callback)
+    # The channel's own, never in a table: no message came.
+    TIMED_OUT = "timed out"  # nothing by the deadline
+    WOKEN = "woken"  # woken by Channel.wake
 
 
 Table = Mapping[Kind, Verdict]
@@ -63,6 +68,7 @@ def _table(default: Verdict, **verdicts: Verdict) -> Table:
     """A verdict for every kind: the ones named, ``default`` for the rest."""
     unknown = set(verdicts) - set(Kind.__members__)
     assert not unknown, unknown
+    assert not {Verdict.TIMED_OUT, Verdict.WOKEN} & {default, *verdicts.values()}, "the channel's own"
     return {kind: verdicts.get(kind.name, default) for kind in Kind}
 
 

@@ -56,7 +56,7 @@ from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
 from .bind import Bound, stream_of
-from .channel import RESET, TIMEOUT, WOKEN, Channel, Wake
+from .channel import RESET, TIMED_OUT, WOKEN, Channel, Wake
 from .manager import ORDERED, StrictOrder
 
 if TYPE_CHECKING:
@@ -320,13 +320,13 @@ class OrderedSubscription(Bound):
                 self.last_consumer_seq = meta.sequence.consumer
                 got.ack_state = ACK_DISABLED
                 return got
-            outcome = got.outcome
-            if outcome is TIMEOUT:
+            verdict = got.verdict
+            if verdict is TIMED_OUT:
                 raise TimeoutError(f"ordered consumer on {self.stream!r}: no message within {timeout} s")
-            if outcome is RESET:
+            if verdict is RESET:
                 with self._lock:
                     self._flag_reset()
-            elif outcome is not WOKEN:  # woken: the reset flagged is done on the next round
+            elif verdict is not WOKEN:  # woken: the reset flagged is done on the next round
                 assert got.error is not None
                 raise got.error
 

@@ -58,7 +58,7 @@ from ..timeouts import DEFAULT, Timeout, answer_limit
 from . import api, features
 from .api import AckPolicy, ConsumerConfig, PriorityPolicy
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .channel import END, MESSAGE, TIMEOUT, WARNING, WOKEN, Channel, Wake
+from .channel import END, MESSAGE, TIMED_OUT, WARNING, WOKEN, Channel, Wake
 from .manager import CONSUME, FETCH, MessageManager
 from .status import Kind
 
@@ -190,12 +190,12 @@ class PullInbox:
         out: list[Msg] = []
         channel = self.channel
         while len(out) < batch and (step := channel.ready()) is not None:
-            if step.outcome is MESSAGE:
+            if step.verdict is MESSAGE:
                 assert step.msg is not None
                 if self.group is not None:
                     self.note_pin(step.msg)
                 out.append(step.msg)
-            elif step.outcome is WOKEN:
+            elif step.verdict is WOKEN:
                 break
             else:
                 self.refused_pin()
@@ -358,10 +358,10 @@ class PullSubscription(Bound):
                     inbox.note_pin(step)
                 out.append(step)
                 continue
-            outcome = step.outcome
-            if outcome is TIMEOUT:
+            verdict = step.verdict
+            if verdict is TIMED_OUT:
                 continue
-            if outcome is WOKEN:
+            if verdict is WOKEN:
                 if step.wake is Wake.SILENT and step.serial == serial:
                     missed = HeartbeatsMissedError(
                         f"no heartbeat or message for {inbox.mm.alarm:g} s on pull consumer {self.consumer!r}"
@@ -373,11 +373,11 @@ class PullSubscription(Bound):
                 continue
             assert step.msg is not None
             mine = inbox.token_of(step.msg) == token
-            if outcome is END and inbox.refused_pin() and mine:
+            if verdict is END and inbox.refused_pin() and mine:
                 return Ended.WRONG_PIN
             if not mine:
                 continue  # the end of an older request
-            if outcome is END:
+            if verdict is END:
                 return Ended.DONE
             assert step.error is not None
             return self._ended_by(step.error, out)
@@ -643,25 +643,25 @@ class MessageStream:
                         inbox.note_pin(step)
                     yield step
                     continue
-                outcome = step.outcome
-                if outcome is WOKEN:
+                verdict = step.verdict
+                if verdict is WOKEN:
                     if step.wake is Wake.SILENT or inbox.reconnected:
                         inbox.reconnected = False
                         self._forget_requests()  # lost requests (or a silent server): ask again
                     continue
                 assert step.msg is not None
-                wrong_pin = outcome is END and inbox.refused_pin()
+                wrong_pin = verdict is END and inbox.refused_pin()
                 asked = self._tokens.pop(inbox.token_of(step.msg), None)
                 if asked is None:
                     continue  # a status for a request already forgotten
                 status = step.status
-                if outcome is END:
+                if verdict is END:
                     left = asked.msgs if wrong_pin or status.pending_msgs is None else status.pending_msgs
                     size = asked.bytes if wrong_pin or status.pending_bytes is None else status.pending_bytes
                     self._less(left, size)
                     continue
                 assert step.error is not None
-                if outcome is WARNING and not self.warnings_end:
+                if verdict is WARNING and not self.warnings_end:
                     self._less(asked.msgs, asked.bytes)
                     inbox.conn.core.report_error(step.error)
                     self._stopped.wait(min(self.expires, 0.5))

@@ -38,7 +38,7 @@ from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
 from .bind import Bound, check_bound_consumer, check_names, creation_config, find_consumer, is_set, stream_of
-from .channel import MESSAGE, TIMEOUT, WOKEN, Channel, Wake
+from .channel import MESSAGE, TIMED_OUT, WOKEN, Channel, Wake
 from .manager import PUSH, GapReporting, MessageManager
 
 if TYPE_CHECKING:
@@ -182,9 +182,9 @@ class PushSubscription(Bound):
             if self._ack_none:
                 got.ack_state = ACK_DISABLED
             return got
-        if got.outcome is TIMEOUT:
+        if got.verdict is TIMED_OUT:
             raise TimeoutError(f"no message from consumer {self.consumer!r} within {timeout} s")
-        if got.outcome is WOKEN:
+        if got.verdict is WOKEN:
             raise self._missed()
         assert got.error is not None
         raise got.error
@@ -197,7 +197,7 @@ class PushSubscription(Bound):
         step = self._channel().judge(msg)
         if step is None:
             return
-        if step.outcome is not MESSAGE:
+        if step.verdict is not MESSAGE:
             assert step.error is not None
             self._conn.core.report_error(step.error)
             return

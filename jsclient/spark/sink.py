@@ -66,7 +66,7 @@ from ..errors import (
 )
 from ..headers import BATCH_MEMBER_BLOCK, Headers, encode_line, msg_id_block
 from ..jetstream.batch import Member, batch_ack, check_batch_id, new_batch_id, send_commit, send_members
-from ..jetstream.channel import TIMEOUT, Channel
+from ..jetstream.channel import TIMED_OUT, Channel
 from ..jetstream.manager import ACKS, MessageManager
 from ..jetstream.status import Request
 from ..message import Msg
@@ -633,11 +633,11 @@ class _MsgIdTask:
         while self.acked < upto:
             got = take(self.timeout)
             if not isinstance(got, Msg):
-                if got.outcome is TIMEOUT:
+                if got.verdict is TIMED_OUT:
                     raise TimeoutError(
                         f"jetstream sink: {self.sent - self.acked} publish acks still missing after {self.timeout} s"
                     )
-                raise got.error or AssertionError(got.outcome)  # ACKS has no other outcome than an error
+                raise got.error or AssertionError(got.verdict)  # ACKS has no other verdict than an error
             data = got.data
             if b'"error"' in data or b'"duplicate":true' in data:
                 from ..jetstream.api import decode_pub_ack
