@@ -13,7 +13,8 @@
 * :mod:`.events`    the ``jsclient-events`` thread (user callbacks)
 * :mod:`.session`   one process's connection: its parts, handshake, loss, reconnect, pings, drain, close
 * :mod:`.fork`      after ``os.fork()``: a fresh session in the child
-* :mod:`.iface`     ``CoreAPI`` (its plain calls and the hot paths' mechanics), what the layers above use
+* :mod:`.iface`     ``CoreAPI`` (its plain calls and the hot paths' mechanics), what the layers above use,
+  and ``SessionOwner``, the connection as the core holds it
 
 Locks: this is the one place their order is written; the modules point here.
 

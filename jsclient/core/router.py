@@ -36,13 +36,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ServerError, SubscriptionClosedError, server_error
 from ..futures import ReplyFuture, ReplyKind, settle_lock
-from ..message import Msg
+from ..message import Attached, Msg
 from ..protocol import Err, Info, Ping, Pong
 from .requests import count_settled, settle_reply
 from .state import Waiter
 
 if TYPE_CHECKING:
-    from ..connection import Connection
     from ..subscription import Subscription
 
 
@@ -71,7 +70,7 @@ class RouterSink(Protocol):
 class Router:
     """The routing tables of one connection (per process) and the code that routes."""
 
-    def __init__(self, sink: RouterSink, conn: Connection | None) -> None:
+    def __init__(self, sink: RouterSink, conn: Attached | None) -> None:
         self._sink = sink
         self.conn = conn  # set on every message, for respond() and acks
         self.subs: dict[int, Subscription] = {}
