@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .checks import seconds, whole
-from .core.requests import no_responders
+from .core.router import no_responders
 from .errors import (
     ConnectionClosedError,
     ForkedConnectionError,
