@@ -16,7 +16,7 @@ is a request and also raises what a request raises (a timeout, say).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .checks import seconds
 from .deprecation import renamed_keywords
@@ -27,18 +27,33 @@ from .payload import as_bytes as _as_bytes
 from .protocol import MsgEvent
 from .timeouts import answer_limit
 
-if TYPE_CHECKING:
-    from .connection import Connection
-    from .core.iface import CoreAPI
+
+class MessageCore(Protocol):
+    """What a message uses of its connection's core (:class:`~jsclient.core.iface.CoreAPI` includes it)."""
+
+    def publish_message(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        reply: str | None = None,
+        headers: HeadersInput | None = None,
+        send_now: bool = False,
+    ) -> None:
+        """Publish with everything checked; ``send_now`` for latency (a waiting requester)."""
+
+    def publish_control(self, subject: str, payload: bytes) -> None:
+        """Publish to a server-made subject (acks, flow control): no validation, no caching."""
 
 
 class Attached(Protocol):
     """What a message uses of the connection it came on (a :class:`~jsclient.Connection`): its core, to
-    respond and ack, and ``request``, for ``ack_sync``.  Named here so that the message's own fields name
-    no type-checking-only import (``inspect.signature(Msg)`` evaluates them)."""
+    respond and ack, and ``request``, for ``ack_sync``.  Named here, not as the connection, so that
+    neither the message's own fields (``inspect.signature(Msg)`` evaluates them) nor the core, which
+    attaches every message, name the layer above them."""
 
     @property
-    def core(self) -> CoreAPI: ...
+    def core(self) -> MessageCore: ...
 
     def request(self, subject: str, payload: bytes = b"", timeout: float | None = 2.0) -> Msg: ...
 
@@ -83,7 +98,7 @@ class Msg(MsgEvent):
         *,
         reply: str | None = None,
         header: bytes | None = None,
-        conn: Connection | None = None,
+        conn: Attached | None = None,
         sid: int = 0,
     ) -> Msg:
         """A message built by library code rather than the parser.

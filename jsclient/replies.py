@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .checks import seconds, whole
-from .core.requests import no_responders
+from .core.router import no_responders
 from .errors import (
     ConnectionClosedError,
     ForkedConnectionError,
@@ -39,7 +39,6 @@ from .payload import as_bytes
 from .protocol import check_publish_subject
 
 if TYPE_CHECKING:
-    from .connection import Connection
     from .message import Msg
     from .subscription import Subscription
 
@@ -149,8 +148,21 @@ class Replies:
         self.stop()
 
 
+class Asking(Protocol):
+    """What :func:`request_many` uses of the connection (a :class:`~jsclient.Connection`): public calls only,
+    named here so that this module, which the connection imports, does not import it back."""
+
+    def new_inbox(self) -> str: ...
+
+    def subscribe(self, subject: str) -> Subscription: ...
+
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str | None = None, headers: HeadersInput | None = None
+    ) -> None: ...
+
+
 def request_many(
-    conn: Connection,
+    conn: Asking,
     subject: str,
     payload: bytes,
     *,

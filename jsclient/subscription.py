@@ -37,7 +37,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .deprecation import renamed_keywords
 from .errors import (
@@ -52,9 +52,34 @@ from .message import Msg
 from .timeouts import DEFAULT, Timeout, answer_limit, take_limit
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .options import Options
 
 MsgCallback = Callable[[Msg], None]
+
+
+class SubscriptionCore(Protocol):
+    """What a subscription uses of its connection's core (:class:`~jsclient.core.iface.CoreAPI` includes it)."""
+
+    def report_error(self, exc: Exception) -> None:
+        """Hand an error to the error callback on the events thread."""
+
+    def unsubscribe(self, sub: Subscription, max_msgs: int | None) -> None: ...
+
+    def drain_subscription(self, sub: Subscription, timeout: float) -> None: ...
+
+    def stop_receiving(self, sub: Subscription, timeout: float) -> None: ...
+
+
+class SubscriptionOwner(Protocol):
+    """What a subscription uses of its connection (a :class:`~jsclient.Connection`): its core, and the
+    options for ``drain_timeout``.  Named here so that the core, which makes every subscription, need not
+    name the layer above it."""
+
+    @property
+    def core(self) -> SubscriptionCore: ...
+
+    @property
+    def options(self) -> Options: ...
 
 
 class Subscription:
@@ -62,7 +87,7 @@ class Subscription:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: SubscriptionOwner,
         sid: int,
         subject: str,
         queue: str | None,

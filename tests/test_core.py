@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 import jsclient
-from jsclient.core.reader import ReadSide
+from jsclient.core.readside import ReadSide
 from jsclient.server import NatsServer
 
 from .conftest import ErrorLog, request_ended_by

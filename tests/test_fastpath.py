@@ -13,17 +13,9 @@ from typing import Any, cast
 import pytest
 
 from jsclient.core import fastpath
-from jsclient.core.fastpath import (
-    HITS_TO_RETURN,
-    MAX_SPIN_BACKOFF,
-    SpinBackoff,
-    park,
-    route_one,
-    take_own,
-    take_shaped,
-)
-from jsclient.core.reader import ReadSide
-from jsclient.core.requests import no_responders
+from jsclient.core.fastpath import park, route_one, take_own, take_shaped
+from jsclient.core.readside import HITS_TO_RETURN, MAX_SPIN_BACKOFF, ReadSide, SpinBackoff
+from jsclient.core.router import no_responders
 from jsclient.core.state import Waiter
 from jsclient.message import Msg
 from jsclient.protocol import REPLY_LINE, Parser, ReplyShape, reply_pattern

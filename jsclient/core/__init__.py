@@ -2,7 +2,8 @@
 
 * :mod:`.state`     the connection's state machine (a table), the one-shot Waiter, the current Link
 * :mod:`.writer`    the write buffer, send/write locks, the ``jsclient-flusher`` thread
-* :mod:`.reader`    the ``jsclient-reader`` thread and the read side (its token, parser and buffer)
+* :mod:`.reader`    the ``jsclient-reader`` thread
+* :mod:`.readside`  the read side of a transport (its token, parser, buffer and polling record)
 * :mod:`.router`    parser events to subscriptions, waiters, futures and PONG waiters (no socket, no thread)
 * :mod:`.requests`  the reply mux, tokens, waiters, the deadline sweep
 * :mod:`.fastpath`  callers reading their own replies, and every other speed trick of the request path,
@@ -13,14 +14,15 @@
 * :mod:`.events`    the ``jsclient-events`` thread (user callbacks)
 * :mod:`.session`   one process's connection: its parts, handshake, loss, reconnect, pings, drain, close
 * :mod:`.fork`      after ``os.fork()``: a fresh session in the child
-* :mod:`.iface`     ``CoreAPI`` (its plain calls and the hot paths' mechanics), what the layers above use
+* :mod:`.iface`     ``CoreAPI`` (its plain calls and the hot paths' mechanics), what the layers above use,
+  and ``SessionOwner``, the connection as the core holds it
 
 Locks: this is the one place their order is written; the modules point here.
 
 * ``Connection._reopen_lock`` (:mod:`jsclient.connection`): a forked child
   making its new session.
 * ``Requests.mux_lock`` (:mod:`.requests`): creating the request inbox.
-* ``ReadSide.token`` (:mod:`.reader`), one per transport: its parser,
+* ``ReadSide.token`` (:mod:`.readside`), one per transport: its parser,
   receive buffer and spin count; whoever holds it reads and routes (who
   may take it, and the flags around it: :mod:`.fastpath`).
 * ``Writer.send_lock`` (:mod:`.writer`): socket writes, so buffers leave in

@@ -12,12 +12,12 @@ the caller takes the read token and reads the socket itself
 (:func:`await_reply`), and the one frame that is its reply is taken whole
 (:func:`take_own`, :func:`take_shaped`) instead of parsed and routed.  Also
 here: the reader's step for a read that was one reply (:func:`route_one`),
-and the polling that spares a wake-up (:class:`SpinBackoff`,
+and the polling that spares a wake-up (:class:`.readside.SpinBackoff`,
 :func:`spin_poll`, :func:`poll_before_recv`).  The frame going straight to
 the socket, :meth:`.writer.Writer.send_frame`, stays a Writer method because
 it is the writer's locks that make it safe; its invariant is stated below.
 
-**The read token** (``ReadSide.token``, :mod:`.reader`, one per transport).
+**The read token** (``ReadSide.token``, :mod:`.readside`, one per transport).
 Its holder alone reads the socket, feeds the parser, routes, and updates
 the side's ``spin`` and the router's ``in_msgs``/``in_bytes``; that is why
 none of those has a lock.  The reader thread takes it blocking, with
@@ -48,7 +48,7 @@ close the connection, which the lock order allows under the token.
   lost.
 * ``ReadSide.last_used``: written by a caller when it takes the token; park
   compares it with the time of its last look.
-* ``ReadSide.spin`` (:class:`SpinBackoff`): only the token's holder.
+* ``ReadSide.spin`` (:class:`.readside.SpinBackoff`): only the token's holder.
 * ``Waiter.lock`` is held from the waiter's creation until whoever pops the
   waiter's entry from ``Router.waiters`` fills it (``fill`` releases it,
   once).  A caller that pops its own entry (:func:`take_own`,
@@ -94,8 +94,8 @@ sleeps in ``poll``, and the reader does the same while async requests are
 out and it did not just answer a request() caller.  A poll that ends
 without its reply makes the next waits sleep at once, twice as many at
 each such miss (up to 2**MAX_SPIN_BACKOFF), until polls catch their
-replies several times in a row (:class:`SpinBackoff`), so a slow or
-distant server costs little CPU.  With one CPU nobody polls.  Polling
+replies several times in a row (:class:`.readside.SpinBackoff`), so a
+slow or distant server costs little CPU.  With one CPU nobody polls.  Polling
 changes when a reply is noticed, never what is read.
 
 **Why the result is the plain path's.**  Each shortcut takes a read only
@@ -118,17 +118,17 @@ from __future__ import annotations
 import os
 import ssl
 import time
-import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..message import Msg
 from ..protocol import REPLY_LINE, MsgEvent, OwnFrame, ReplyShape
 from .state import Waiter
 
 if TYPE_CHECKING:
-    from .reader import Reader, ReadSide
+    from .readside import ReadSide
     from .router import Router
+    from .state import Link
 
 #: The most bytes routed in one go: the reader routes a larger read in slices of this size, and a caller
 #: reads at most this much at a time, so its read is routed whole (and is small enough to be one reply).
@@ -142,50 +142,21 @@ LINGER = 0.02
 #: threads to run, rarely enough that the reply is seen soon after it arrives (a yield may be a slow
 #: system call on a virtual machine).
 YIELD_EVERY = 8
-#: After this many misses (polls without the reply, see HITS_TO_RETURN), a poll is tried once in
-#: 2**MAX_SPIN_BACKOFF waits.
-MAX_SPIN_BACKOFF = 10
-#: A poll that misses costs ``spin_wait`` of CPU, and one that catches its reply saves a sleep and a wake-up,
-#: which cost far less: after a miss, every wait polls again only once this many polls in a row have caught
-#: their reply.  Replies that come back in bursts a round trip apart (async requests to a distant server) give
-#: a hit or two and then a miss at every burst, and so back off.
-HITS_TO_RETURN = 8
 
 
-class SpinBackoff:
-    """Whether the token's holder polls before it sleeps (see the module docstring, Polling)."""
+class Reading(Protocol):
+    """What the fast path uses of the reader (:class:`.reader.Reader`, which imports this module, so it is
+    named here): its link, router and polling budget, and the plain routing of a read."""
 
-    __slots__ = ("hits", "misses", "skip")
+    link: Link
+    router: Router
+    spin: float
 
-    def __init__(self) -> None:
-        self.misses = 0  # polls that ended without the reply, since polling last paid (HITS_TO_RETURN hits)
-        self.hits = 0  # polls in a row that caught their reply, since the last miss
-        self.skip = 0  # waits left that sleep at once
-
-    def until(self, now: float, spin: float) -> float:
-        """When this wait stops polling and sleeps; 0 sleeps at once."""
-        if not spin:
-            return 0.0
-        if self.skip:
-            self.skip -= 1
-            return 0.0
-        return now + spin
-
-    def hit(self) -> None:
-        """A poll caught its reply (counted only while there are misses): the next wait polls too, and once
-        HITS_TO_RETURN have in a row, the misses are forgotten."""
-        self.hits += 1
-        if self.hits >= HITS_TO_RETURN:
-            self.misses = self.hits = 0
-
-    def missed(self) -> None:
-        self.hits = 0
-        self.misses = min(self.misses + 1, MAX_SPIN_BACKOFF)
-        self.skip = 1 << self.misses
+    def take_read(self, side: ReadSide, data: bytes | memoryview, error: Exception | None) -> bool | None: ...
 
 
 def await_reply(
-    reader: Reader,
+    reader: Reading,
     waiter: Waiter,
     timeout: float,
     token: str = "",
@@ -322,7 +293,7 @@ def take_shaped(router: Router, token: str, groups: tuple[bytes, ...], waiter: W
     return True
 
 
-def park(ref: weakref.ReferenceType[Reader], side: ReadSide, linger: float) -> None:
+def park(ref: Callable[[], Reading | None], side: ReadSide, linger: float) -> None:
     """The reader thread, holding nothing: leave the socket to request() callers while one takes the
     token between two looks ``linger`` seconds apart (see the module docstring for the flags)."""
     wake = side.wake

@@ -11,6 +11,9 @@
   (the current :class:`~jsclient.core.session.Session`; a forked child
   gets a new one, so hold the connection, not its core).  One type because
   one object is both, and ``request`` is one overloaded call.
+* :class:`SessionOwner`: the other way, the connection as the core holds
+  it (a message's and a subscription's owner, and the fork hook), so that
+  no core module names :class:`~jsclient.Connection`, even for typing.
 * :class:`DeliveryPort`: what JetStream, Spark and services use of a core
   subscription beyond its public API.  :class:`~jsclient.subscription.Subscription`
   implements it; a workflow holds its subscription as a port.
@@ -24,36 +27,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import Any, Protocol, overload
 
 from ..errors import Error
 from ..futures import ReplyKind
 from ..headers import HeadersInput
+from ..message import Attached, MessageCore, Msg
 from ..protocol import R, ReplyShape
 from ..scheduler import Scheduler
+from ..subscription import SubscriptionCore, SubscriptionOwner
 from ..timeouts import DEFAULT, Timeout
-
-if TYPE_CHECKING:
-    from ..message import Msg
-    from ..subscription import Subscription
+from .fork import Forkable
 
 
-class PlainAPI(Protocol):
-    """The plain calls of the core, as the layers above use them."""
-
-    def publish_message(
-        self,
-        subject: str,
-        payload: bytes,
-        *,
-        reply: str | None = None,
-        headers: HeadersInput | None = None,
-        send_now: bool = False,
-    ) -> None:
-        """Publish with everything checked; ``send_now`` for latency (a waiting requester)."""
-
-    def publish_control(self, subject: str, payload: bytes) -> None:
-        """Publish to a server-made subject (acks, flow control): no validation, no caching."""
+class PlainAPI(MessageCore, SubscriptionCore, Protocol):
+    """The plain calls of the core, as the layers above use them (what messages and subscriptions use of
+    it is named in their modules, so that they need not name the core)."""
 
     def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None) -> Msg:
         """request() with ``timeout`` already checked."""
@@ -63,19 +52,10 @@ class PlainAPI(Protocol):
     ) -> Future[Any]:
         """request_async with ``timeout`` already checked; ``kind`` says how the reply settles."""
 
-    def report_error(self, exc: Exception) -> None:
-        """Hand an error to the error callback on the events thread."""
-
     def add_reconnect_hook(self, hook: Callable[[], None]) -> int:
         """Run ``hook`` (quick, non-blocking) on the reconnect thread after each reconnect."""
 
     def remove_reconnect_hook(self, key: int) -> None: ...
-
-    def unsubscribe(self, sub: Subscription, max_msgs: int | None) -> None: ...
-
-    def drain_subscription(self, sub: Subscription, timeout: float) -> None: ...
-
-    def stop_receiving(self, sub: Subscription, timeout: float) -> None: ...
 
 
 class HotPath(Protocol):
@@ -112,6 +92,14 @@ class CoreAPI(PlainAPI, HotPath, Protocol):
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
     ) -> R | Msg:
         """:meth:`HotPath.request`."""
+
+
+class SessionOwner(Attached, SubscriptionOwner, Forkable, Protocol):
+    """The connection a session works for (a :class:`~jsclient.Connection`), as the core holds it: what its
+    messages and subscriptions use of it, and the fork hook."""
+
+    @property
+    def core(self) -> CoreAPI: ...
 
 
 class DeliveryPort(Protocol):

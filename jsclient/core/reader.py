@@ -1,4 +1,4 @@
-"""The reader: the ``jsclient-reader`` thread and the read side it reads with.
+"""The reader: the ``jsclient-reader`` thread, reading through a transport's :mod:`.readside`.
 
 ``jsclient-reader`` (:func:`reader_main`) reads the socket and hands what
 it parsed to the router (:mod:`jsclient.core.router`).  It never runs user
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import ssl
 import threading
 import weakref
@@ -28,47 +27,13 @@ from collections.abc import Callable
 
 from ..errors import ProtocolError
 from ..protocol import Parser
-from ..transport import PlainTransport, Transport
-from .fastpath import FEED_CHUNK, LINGER, SpinBackoff, park, poll_before_recv, route_one
+from ..transport import Transport
+from .fastpath import FEED_CHUNK, LINGER, park, poll_before_recv, route_one
+from .readside import ReadSide
 from .router import Router
 from .state import Link
 
 log = logging.getLogger("jsclient")
-
-#: The most the reader thread reads per recv (routed FEED_CHUNK at a time).
-RECV_SIZE = 256 * 1024
-
-
-class ReadSide:
-    """One transport's receiving end: its parser and buffer, and the token to use them.
-
-    Whoever holds ``token`` reads the socket and routes what arrives: the
-    reader thread, or a caller reading its own reply.  ``sock`` (None on TLS
-    and WebSocket), ``poller``, ``parked``, ``wake``, ``last_used`` and
-    ``spin`` serve that fast path: who may change which is in
-    :mod:`jsclient.core.fastpath`.
-    """
-
-    __slots__ = (
-        "buffer", "gen", "last_used", "parked", "parser", "poller", "sock", "spin", "token", "transport", "view",
-        "wake",
-    )  # fmt: skip
-
-    def __init__(self, transport: Transport, parser: Parser, gen: int) -> None:
-        self.transport = transport
-        self.parser = parser
-        self.gen = gen
-        self.buffer = bytearray(RECV_SIZE)
-        self.view = memoryview(self.buffer)
-        self.token = threading.Lock()
-        self.wake = threading.Event()
-        self.parked = False
-        self.last_used = 0.0  # monotonic time a caller last took the token
-        self.sock = transport.sock if type(transport) is PlainTransport else None
-        self.poller = select.poll()
-        if self.sock is not None:
-            self.poller.register(self.sock, select.POLLIN)
-        self.spin = SpinBackoff()
 
 
 class Reader:

@@ -37,19 +37,19 @@ import math
 import secrets
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import ConnectionClosedError, NoRespondersError, RequestFailure, RequestOutcome, TimeoutError
 from ..futures import ReplyFuture, ReplyKind, settle_lock
-from ..headers import HeadersInput, status_of
+from ..headers import HeadersInput
 from ..message import Msg
 from ..payload import as_bytes as _as_bytes
 from ..protocol import REQUEST_FRAME, REQUEST_HEAD, REQUEST_LINE, PubEncoder, R, ReplyShape, remember
 from ..scheduler import Scheduler
 from .fastpath import await_reply
+from .router import Router, count_settled, no_responders
 from .state import Waiter
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
     from .iface import CoreAPI
     from .reader import Reader
-    from .router import Router
     from .writer import Writer
 
 #: An async request is sent at once, not left for a waiter or the flusher,
@@ -345,35 +344,6 @@ def fail_pending(pending: list[Waiter | ReplyFuture[Any]], error: Exception) -> 
         else:
             unanswered.append((entry, error))
     fail_all(unanswered)
-
-
-def count_settled(kinds: list[ReplyKind]) -> None:
-    """Tell each kind's on_settle hook how many of its futures just settled: once per kind, not per future."""
-    for kind, n in Counter(kinds).items():
-        if kind.on_settle is not None:
-            kind.on_settle(n)
-
-
-def no_responders(msg: Msg) -> bool:
-    """Whether ``msg`` is the server's answer that nobody listens on a request's subject: a 503 status,
-    no payload (the request mux, ``request_async``'s futures and request-many all read it so)."""
-    return not msg.data and status_of(msg.header) == 503
-
-
-def settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
-    """Holding settle_lock(): resolve an async request with its reply (decoded, or as no-responders)."""
-    decode = fut.kind.decode
-    if decode is not None:
-        try:
-            result = decode(msg, fut.subject)
-        except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
-            fut.settle_locked(None, exc)
-        else:
-            fut.settle_locked(result, None)
-    elif no_responders(msg):
-        fut.settle_locked(None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
-    else:
-        fut.settle_locked(msg, None)
 
 
 def fail_all(failed: list[tuple[ReplyFuture[Any], BaseException]]) -> None:

@@ -22,6 +22,11 @@ whoever pops an entry settles it).  The reader thread only ever makes
 messages: a caller's :class:`~jsclient.protocol.ReplyShape` reader runs on
 that caller's thread.
 
+How a reply settles a future (:func:`settle_reply`, with
+:func:`no_responders` and :func:`count_settled`) is written here, where
+replies are delivered; :mod:`.requests` imports it, so the two modules do
+not import each other.
+
 Locks (their order: :mod:`jsclient.core`): ``sub_lock`` guards changes to
 ``subs``.  The futures' lock (:func:`jsclient.futures.settle_lock`)
 is held through a run of async replies and released before anything else
@@ -31,18 +36,18 @@ is routed; only decoding replies, stores and wake-ups happen under it.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ServerError, SubscriptionClosedError, server_error
+from ..errors import NoRespondersError, ServerError, SubscriptionClosedError, server_error
 from ..futures import ReplyFuture, ReplyKind, settle_lock
-from ..message import Msg
+from ..headers import status_of
+from ..message import Attached, Msg
 from ..protocol import Err, Info, Ping, Pong
-from .requests import count_settled, settle_reply
 from .state import Waiter
 
 if TYPE_CHECKING:
-    from ..connection import Connection
     from ..subscription import Subscription
 
 
@@ -71,7 +76,7 @@ class RouterSink(Protocol):
 class Router:
     """The routing tables of one connection (per process) and the code that routes."""
 
-    def __init__(self, sink: RouterSink, conn: Connection | None) -> None:
+    def __init__(self, sink: RouterSink, conn: Attached | None) -> None:
         self._sink = sink
         self.conn = conn  # set on every message, for respond() and acks
         self.subs: dict[int, Subscription] = {}
@@ -187,3 +192,31 @@ class Router:
                 pending.append(entry)
         return subs, pending
 
+
+def count_settled(kinds: list[ReplyKind]) -> None:
+    """Tell each kind's on_settle hook how many of its futures just settled: once per kind, not per future."""
+    for kind, n in Counter(kinds).items():
+        if kind.on_settle is not None:
+            kind.on_settle(n)
+
+
+def no_responders(msg: Msg) -> bool:
+    """Whether ``msg`` is the server's answer that nobody listens on a request's subject: a 503 status,
+    no payload (the request mux, ``request_async``'s futures and request-many all read it so)."""
+    return not msg.data and status_of(msg.header) == 503
+
+
+def settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
+    """Holding settle_lock(): resolve an async request with its reply (decoded, or as no-responders)."""
+    decode = fut.kind.decode
+    if decode is not None:
+        try:
+            result = decode(msg, fut.subject)
+        except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future
+            fut.settle_locked(None, exc)
+        else:
+            fut.settle_locked(result, None)
+    elif no_responders(msg):
+        fut.settle_locked(None, NoRespondersError(f"no responders for request to {fut.subject!r}"))
+    else:
+        fut.settle_locked(msg, None)

@@ -86,9 +86,9 @@ from .subs import Subscriptions
 from .writer import AfterLoss, Writer
 
 if TYPE_CHECKING:
-    from ..connection import Connection
     from ..message import Msg
     from ..transport import Transport
+    from .iface import SessionOwner
 
 __all__ = ["Callbacks", "ErrorCallback", "EventCallback", "ServerSelector", "Session"]
 
@@ -127,7 +127,7 @@ class Session:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: SessionOwner,
         options: Options,
         *,
         callbacks: Callbacks,

@@ -32,7 +32,7 @@ from ..message import Msg
 
 if TYPE_CHECKING:
     from ..transport import Transport
-    from .reader import ReadSide
+    from .readside import ReadSide
 
 
 class State(enum.Enum):

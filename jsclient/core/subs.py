@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING
 from ..checks import whole
 from ..errors import ConnectionClosedError, Error, RequestFailure, SubscriptionClosedError, TimeoutError
 from ..protocol import PubEncoder, encode_sub, encode_unsub
-from ..subscription import MsgCallback, Subscription
+from ..subscription import MsgCallback, Subscription, SubscriptionOwner
 from .state import State
 
 if TYPE_CHECKING:
-    from ..connection import Connection
     from .reader import Reader
     from .router import Router
     from .writer import Writer
@@ -37,7 +36,7 @@ class Subscriptions:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: SubscriptionOwner,
         *,
         router: Router,
         writer: Writer,
