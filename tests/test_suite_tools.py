@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,3 +158,19 @@ def test_a_virtualenv_rebuilt_for_the_compat_subset_keeps_the_whole_suites_extra
     steps.clear()
     pythons.venv("3.13", sys.executable, whole=True)  # up to date and wide enough: nothing is run
     assert steps == []
+
+
+def test_the_map_of_tests_names_every_module_and_only_files_that_exist() -> None:
+    """tests/README.rst tells a newcomer which tests cover the module they change: no module left off it."""
+    text = (Path(__file__).parent / "README.rst").read_text()
+    package = Path(jsclient.__file__).parent
+    named = set(re.findall(r"``([\w/]+(?:\.py|/))``", text))
+    modules = {str(p.relative_to(package)) for p in package.rglob("*.py")}
+    missing = {m for m in modules if m not in named and f"{Path(m).parent}/" not in named}
+    assert not missing, f"modules with no line in tests/README.rst: {sorted(missing)}"
+    assert not {m for m in named if m.endswith(".py")} - modules, "tests/README.rst names a module that is gone"
+    files = set(re.findall(r"\b((?:nemesis/)?test_\w+\.py)\b", text))
+    assert files, "no test file named"
+    assert not {f for f in files if not (Path(__file__).parent / f).exists()}, "a named test file is gone"
+    every = {str(p.relative_to(Path(__file__).parent)) for p in Path(__file__).parent.rglob("test_*.py")}
+    assert not every - files, f"test files the map does not name: {sorted(every - files)}"
