@@ -77,21 +77,28 @@ class ReplyKind:
     """What the futures of one kind of request share: how the reply becomes a result, and hooks.
 
     ``decode(reply, subject)`` turns the reply into the result (or raises the
-    future's error); ``on_settle(n)`` is told, once they have resolved, that
-    ``n`` futures of this kind settled; ``before_wait()`` runs when
-    ``result()`` is about to block (the connection sends what it buffered,
-    so no thread has to be woken to do it).  All three are library code.
+    future's error); ``read(payload)``, given beside it, comes first and
+    takes the common reply at once without a call in between (None leaves
+    it to ``decode``, as a :class:`~jsclient.protocol.ReplyShape`'s pair
+    does), and must not raise.
+    ``on_settle(n)`` is told, once they have resolved, that ``n`` futures of
+    this kind settled; ``before_wait()`` runs when ``result()`` is about to
+    block (the connection sends what it buffered, so no thread has to be
+    woken to do it).  All are library code.
     """
 
-    __slots__ = ("before_wait", "decode", "on_settle")
+    __slots__ = ("before_wait", "decode", "on_settle", "read")
 
     def __init__(
         self,
         decode: Callable[[Any, str], Any] | None = None,
         on_settle: Callable[[int], None] | None = None,
         before_wait: Callable[[], None] | None = None,
+        *,
+        read: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.decode = decode
+        self.read = read
         self.on_settle = on_settle
         self.before_wait = before_wait
 

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 import jsclient
 from jsclient import errors
 from jsclient.jetstream import api
-from jsclient.jetstream.api import PUB_ACK_REPLY
 from jsclient.jetstream.direct import StoredMessage, delivery_head, fixed_delivery, fixed_tail, parse_timestamp
 from jsclient.message import Msg
 from jsclient.protocol import REPEAT_MAX, REPLY_LINE, Parser
@@ -337,16 +336,17 @@ def test_each_reply_shape_matches_what_the_server_writes(server: NatsServer, js:
     assert Parser().feed_shaped(raw_reply(server, "$JS.API.DIRECT.GET.S.s.mine"), line, shape2) is None
     assert Parser().feed_shaped(raw_reply(server, "$JS.API.DIRECT.GET.S.s.none"), line, shape2) is None  # 404
     # a publish ack
+    pub_ack_reply = js._publisher._ack_shape
     ack = js.publish("s.plain", b"q")
-    plain_line = PUB_ACK_REPLY.line + REPLY_LINE % (b"_INBOX.t.", 1, 1)
+    plain_line = pub_ack_reply.line + REPLY_LINE % (b"_INBOX.t.", 1, 1)
     frame = raw_reply(server, "s.plain", b"r")
-    got = Parser().feed_shaped(frame, plain_line, PUB_ACK_REPLY)
-    assert got is not None and PUB_ACK_REPLY.read(got) == api.PubAck(stream="S", seq=ack.seq + 1)
+    got = Parser().feed_shaped(frame, plain_line, pub_ack_reply)
+    assert got is not None and pub_ack_reply.read(got) == api.PubAck(stream="S", seq=ack.seq + 1)
     js.update_stream(name="S", subjects=["s.>"], allow_direct=True, max_msgs_per_subject=1, discard="new",
                      discard_new_per_subject=True)
     refused = raw_reply(server, "s.plain", b"again")  # {"error": ...}: read the general way, and raised there
-    groups = Parser().feed_shaped(refused, plain_line, PUB_ACK_REPLY)
-    assert groups is not None and b'"error"' in groups[1] and PUB_ACK_REPLY.read(groups) is None
+    groups = Parser().feed_shaped(refused, plain_line, pub_ack_reply)
+    assert groups is not None and b'"error"' in groups[1] and pub_ack_reply.read(groups) is None
     with pytest.raises(errors.JetStreamAPIError):
         js.publish("s.plain", b"again")
 

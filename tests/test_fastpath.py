@@ -91,7 +91,9 @@ def test_a_caller_that_knows_its_replys_shape_gets_what_its_reader_made_of_it() 
         seen.append(groups)
         return groups[-1].upper() if groups[-1] != b"odd" else None
 
-    shape = ReplyShape(reply_pattern(rb"NATS/1\.0\r\n(\w*): ?\r\n\r\n"), upper, headers=True)
+    shape = ReplyShape(
+        reply_pattern(rb"NATS/1\.0\r\n(\w*): ?\r\n\r\n"), upper, decode=lambda msg: msg.data.upper(), headers=True
+    )
     first, second, third = Waiter(), Waiter(), Waiter()
     router.waiters.update({"1": first, "2": second, "3": third})
     block = b"NATS/1.0\r\nA: \r\n\r\n"

@@ -376,8 +376,10 @@ def test_feed_reply_leaves_an_empty_header_block_to_feed() -> None:
 
 
 #: The shape the tests read: a header block of one "X: <hex>" line, its value a group of its own.
-X_SHAPE = ReplyShape(reply_pattern(rb"NATS/1\.0\r\nX: ([0-9a-f]*)\r\n\r\n"), lambda groups: groups, headers=True)
-PLAIN_SHAPE = ReplyShape(reply_pattern(None), lambda groups: groups, headers=False)
+X_SHAPE = ReplyShape(
+    reply_pattern(rb"NATS/1\.0\r\nX: ([0-9a-f]*)\r\n\r\n"), lambda groups: groups, decode=lambda msg: msg, headers=True
+)
+PLAIN_SHAPE = ReplyShape(reply_pattern(None), lambda groups: groups, decode=lambda msg: msg, headers=False)
 
 
 @settings(max_examples=500, deadline=None)
@@ -447,7 +449,7 @@ def test_a_repeating_shape_gives_every_frame_what_a_fresh_match_gives(frames: li
     """A shape that keeps its last frame answers a frame that came again (under another token) with that
     frame's groups, the same tuple, and any other frame, however close, with a match of its own: never
     groups of another frame."""
-    repeating = ReplyShape(X_SHAPE.pattern, X_SHAPE.read, headers=True, repeats=True)
+    repeating = ReplyShape(X_SHAPE.pattern, X_SHAPE.read, decode=X_SHAPE.decode, headers=True, repeats=True)
     last: tuple[bytes, tuple[bytes, ...]] | None = None  # what the shape should keep: (after the line, groups)
     for token, value, payload, damage in frames:
         header = header_block(value)
@@ -466,7 +468,7 @@ def test_a_repeating_shape_gives_every_frame_what_a_fresh_match_gives(frames: li
 
 
 def test_a_repeating_shape_matches_a_frame_read_over_and_over_once() -> None:
-    repeating = ReplyShape(X_SHAPE.pattern, X_SHAPE.read, headers=True, repeats=True)
+    repeating = ReplyShape(X_SHAPE.pattern, X_SHAPE.read, decode=X_SHAPE.decode, headers=True, repeats=True)
     header = header_block(b"ab")
     seen = []
     for token in (1, 2, 30, 400):

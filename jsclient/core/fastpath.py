@@ -109,8 +109,8 @@ would (subject, sid, header block, payload, connection) and counts it the
 same; :func:`route_one` is ``route`` of one message.  A caller that asked
 with a :class:`~jsclient.protocol.ReplyShape` gets what the shape's reader
 made of the frame, or the message when the reader routed it or the shape's
-reader did not know it: the hot paths that pass a shape (KV get, direct
-get, JetStream publish) decode a message to the same value.
+reader did not know it, which the shape's decoder then makes the same value
+of (KV get, direct get, JetStream publish).
 """
 
 from __future__ import annotations

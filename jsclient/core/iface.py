@@ -72,9 +72,9 @@ class HotPath(Protocol):
 
     def request(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
-    ) -> R | Msg:
-        """request() whose reply, when this caller reads it itself, is read in one match of ``shape`` and
-        returned as what the shape's reader made of it; otherwise the message, to be decoded as usual."""
+    ) -> R:
+        """request() that returns ``shape``'s value or raises: its reader's, in one match, of a reply this
+        caller reads itself; otherwise its decoder's, of the message."""
 
     def send_pending(self) -> None:
         """Send what is buffered now, on this thread (before waiting on what it holds)."""
@@ -90,7 +90,7 @@ class CoreAPI(PlainAPI, HotPath, Protocol):
     @overload
     def request(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
-    ) -> R | Msg:
+    ) -> R:
         """:meth:`HotPath.request`."""
 
 

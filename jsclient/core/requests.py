@@ -136,7 +136,7 @@ class Requests:
     @overload
     def request(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None, shape: ReplyShape[R]
-    ) -> R | Msg: ...
+    ) -> R: ...
 
     def request(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersInput | None,
@@ -144,10 +144,9 @@ class Requests:
     ) -> Any:
         """Send and wait for the first reply (``timeout`` already checked).
 
-        With ``shape``, a reply this caller reads itself comes back as what
-        the shape's reader made of it; one that the reader thread routed, or
-        that the shape's reader did not know, comes back as the message (see
-        :mod:`jsclient.core.fastpath`).
+        With ``shape``, the shape's value or its decoder's error: what the
+        shape's reader made of a reply this caller read itself, else what its
+        decoder makes of the message (see :mod:`jsclient.core.fastpath`).
         """
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
@@ -187,6 +186,8 @@ class Requests:
             return msg  # what the shape's reader made of it
         if no_responders(msg):
             raise NoRespondersError(f"no responders for request to {subject!r}")
+        if shape is not None:
+            return shape.decode(msg)
         return msg
 
     # -- request_async() -----------------------------------------------------------

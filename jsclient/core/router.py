@@ -208,8 +208,15 @@ def no_responders(msg: Msg) -> bool:
 
 def settle_reply(fut: ReplyFuture[Any], msg: Msg) -> None:
     """Holding settle_lock(): resolve an async request with its reply (decoded, or as no-responders)."""
-    decode = fut.kind.decode
+    kind = fut.kind
+    decode = kind.decode
     if decode is not None:
+        read = kind.read
+        if read is not None:
+            result = read(msg.data)
+            if result is not None:
+                fut.settle_locked(result, None)
+                return
         try:
             result = decode(msg, fut.subject)
         except Exception as exc:  # noqa: BLE001 - the decoder's verdict goes to the future

@@ -34,12 +34,13 @@ carries).  Conventions, for all of them:
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
 
 from ..errors import JetStreamAPIError, MsgIdInProcessError, RequestOutcome, WrongLastSequenceError, api_error
-from ..protocol import ReplyShape, reply_pattern
+from ..protocol import MsgEvent, ReplyShape, reply_pattern
 from .apicodec import Duration, ReplyStruct, attach_unknown, decode, encode, encode_body, replace
 from .apienums import (
     AckPolicy,
@@ -90,8 +91,6 @@ from .validation import (
 __all__ = [
     "MIN_IDLE_HEARTBEAT",
     "MIN_MESSAGE_TTL",
-    "PUB_ACK_DECODER",
-    "PUB_ACK_REPLY",
     "APIErrorBody",
     "APIStats",
     "AccountInfo",
@@ -149,6 +148,8 @@ __all__ = [
     "encode",
     "encode_body",
     "merge_config",
+    "pub_ack_shape",
+    "read_pub_ack",
     "replace",
     "validate_consumer_config",
     "validate_stream_config",
@@ -352,7 +353,7 @@ def decode_reply(data: bytes, kind: type[T]) -> T:
     return reply
 
 
-PUB_ACK_DECODER = msgspec.json.Decoder(PubAck)
+_decode_plain_ack = msgspec.json.Decoder(PubAck).decode
 
 
 def decode_ack(data: bytes, kind: type[AckT], what: str) -> AckT:
@@ -367,25 +368,34 @@ def decode_ack(data: bytes, kind: type[AckT], what: str) -> AckT:
     return reply
 
 
-def _read_pub_ack(groups: tuple[bytes, ...]) -> PubAck | None:
-    """A plain publish ack decoded at once; an error, a duplicate of sequence 0 or anything else goes the
-    general way, where decode_pub_ack names it."""
-    data = groups[1]
+def read_pub_ack(data: bytes) -> PubAck | None:
+    """The one quick check of a publish ack, for readers that run as it arrives and must not raise: the
+    common plain ack, decoded at once; None for anything else, which :func:`decode_pub_ack` names."""
     if b'"error"' in data:
         return None
     try:
-        ack = PUB_ACK_DECODER.decode(data)
+        ack = _decode_plain_ack(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
     return None if ack.duplicate and not ack.seq else ack
 
 
-#: A publish ack as its publisher reads it on arrival (a status, with headers, goes the general way).
-PUB_ACK_REPLY = ReplyShape(reply_pattern(None), _read_pub_ack, headers=False)
+#: A publish ack's frame: a plain MSG (a status, with headers, goes the general way).
+_PUB_ACK_FRAME = reply_pattern(None)
+
+
+def _read_pub_ack_frame(groups: tuple[bytes, ...]) -> PubAck | None:
+    return read_pub_ack(groups[1])  # a MSG frame's groups: (size, payload)
+
+
+def pub_ack_shape(decode: Callable[[MsgEvent], PubAck]) -> ReplyShape[PubAck]:
+    """A publish ack as its publisher reads it on arrival, with :func:`read_pub_ack`; ``decode`` takes
+    what that leaves (:func:`decode_pub_ack`, and whatever the publisher adds)."""
+    return ReplyShape(_PUB_ACK_FRAME, _read_pub_ack_frame, decode=decode, headers=False)
 
 
 def decode_pub_ack(data: bytes) -> PubAck:
-    """A publish's ack, or the server's error by its code.
+    """A publish's ack, or the server's error by its code: :func:`read_pub_ack`, and what it leaves named.
 
     A duplicate of sequence 0 stored nothing: nats-server before 2.11
     answers so a publish whose ``Nats-Msg-Id`` an earlier try still holds
@@ -393,9 +403,12 @@ def decode_pub_ack(data: bytes) -> PubAck:
     refuse it with 10158.  Both raise :class:`~jsclient.MsgIdInProcessError`:
     taken as an ack, it would call stored a message that may be lost.
     """
-    if b'"error"' not in data:
+    ack = read_pub_ack(data)
+    if ack is not None:
+        return ack
+    if b'"error"' not in data:  # refused by the quick check: bytes that are no ack, or a duplicate of sequence 0
         try:
-            ack = PUB_ACK_DECODER.decode(data)
+            ack = _decode_plain_ack(data)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise JetStreamAPIError(0, 0, f"unexpected publish ack: {data[:200]!r}") from None
     else:

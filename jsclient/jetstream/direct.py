@@ -323,25 +323,27 @@ def read_last(js: JetStream, stream: str, subject: str, timeout: float) -> Store
             LastRequest(f"{js.prefix}.DIRECT.GET.{stream}.{subject}", head, last_shape(stream, subject, head)),
         )
     try:
-        reply = js.conn.core.request(known.request, b"", timeout, None, known.shape)
+        return js.conn.core.request(known.request, b"", timeout, None, known.shape)
     except NoRespondersError:
         raise no_direct(js, stream) from None
-    if isinstance(reply, StoredMessage):
-        return reply  # read as it arrived
-    tail = delivery_tail(reply.header, known.head) if reply.header else None
-    if tail is not None:
-        return StoredMessage.known(reply.data, stream, subject, int(tail[0]), tail[1])
-    return stored_reply(reply, stream)
 
 
 def last_shape(stream: str, subject: str, head: bytes) -> ReplyShape[StoredMessage]:
-    """How read_last's caller reads its own reply: the message, when stored without headers of its own."""
+    """How read_last's caller reads its own reply: the message, when stored without headers of its own
+    (else read in full, or the error its status means)."""
 
     def read(groups: tuple[bytes, ...]) -> StoredMessage | None:
         _, _, _, block_head, seq, stamp, data = groups
         return StoredMessage.known(data, stream, subject, int(seq), stamp) if block_head == head else None
 
-    return ReplyShape(DELIVERY_REPLY, read, headers=True, repeats=True)  # a new StoredMessage each time: mutable
+    def decode(reply: Msg) -> StoredMessage:
+        tail = delivery_tail(reply.header, head) if reply.header else None
+        if tail is not None:
+            return StoredMessage.known(reply.data, stream, subject, int(tail[0]), tail[1])
+        return stored_reply(reply, stream)
+
+    # A new StoredMessage each time: it is mutable.
+    return ReplyShape(DELIVERY_REPLY, read, decode=decode, headers=True, repeats=True)
 
 
 def read_direct(js: JetStream, stream: str, subject: str, payload: bytes, timeout: float) -> StoredMessage:

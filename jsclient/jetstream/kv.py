@@ -134,8 +134,9 @@ class KeyValueStatus(NamedTuple):
     limit_marker_ttl: float = 0.0
 
 
-def _entry_shape(bucket: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry]:
-    """How get()'s caller reads its own reply: the entry of a value put without headers, in one match.
+def _entry_shape(bucket: str, stream: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry]:
+    """How get()'s caller reads its own reply: the entry of a value put without headers, in one match
+    (else read in full, or the error its status means).
 
     The same answer again (the value unchanged since) comes with the same groups, and gets the same
     entry: a tuple of immutable values, which no caller can change under another.
@@ -159,7 +160,33 @@ def _entry_shape(bucket: str, key: str, head: bytes) -> ReplyShape[KeyValueEntry
         last = (groups, entry)  # one store: another thread reads both or neither
         return entry
 
-    return ReplyShape(DELIVERY_REPLY, read, headers=True, repeats=True)
+    def decode(reply: Msg) -> KeyValueEntry:
+        # A value put without headers: no KV-Operation, so a put, and only two fields to read.
+        header = reply.header
+        if header:
+            tail = fixed_tail(header, head)
+            if tail is not None:
+                return _new_entry(KeyValueEntry, (bucket, key, reply.data, tail.seq, tail.time, PUT, 0))
+            code = status_of(header)
+            if code == 404:
+                raise KeyNotFoundError(f"key {key!r} not found in bucket {bucket!r}")
+            if code is not None:
+                raise reply_error(classify_header(header), Request.DIRECT_GET, stream)
+            fixed = fixed_delivery(header)  # another stream answered (a mirror, say)
+            if fixed is not None:
+                return KeyValueEntry(bucket, key, reply.data, fixed.seq, parse_timestamp(fixed.stamp))
+        return _stored_entry(bucket, key, StoredMessage(reply))
+
+    return ReplyShape(DELIVERY_REPLY, read, decode=decode, headers=True, repeats=True)
+
+
+def _stored_entry(bucket: str, key: str, stored: StoredMessage) -> KeyValueEntry:
+    """The entry get() returns; KeyDeletedError for a delete or purge marker."""
+    operation = entry_operation(stored.get_header(OPERATION_HEADER), stored.get_header(MARKER_REASON_HEADER))
+    entry = KeyValueEntry(bucket, key, stored.data, stored.seq, stored.time, operation)
+    if operation != PUT:
+        raise KeyDeletedError(f"key {key!r} was {'deleted' if operation == DEL else 'purged'}", entry)
+    return entry
 
 
 def entry_operation(op: str | None, reason: str | None = None) -> str:
@@ -230,26 +257,9 @@ class KeyValue:
                 known = self._last_request(key)
             js = self._js
             try:
-                reply = js.conn.core.request(known.request, b"", js.timeout, None, known.shape)
+                return js.conn.core.request(known.request, b"", js.timeout, None, known.shape)
             except NoRespondersError:
                 raise no_direct(js, self.stream) from None
-            if isinstance(reply, KeyValueEntry):
-                return reply  # read as it arrived
-            # A value put without headers: no KV-Operation, so a put, and only two fields to read.
-            header = reply.header
-            if header:
-                tail = fixed_tail(header, known.head)
-                if tail is not None:
-                    return _new_entry(KeyValueEntry, (self.bucket, key, reply.data, tail.seq, tail.time, PUT, 0))
-                code = status_of(header)
-                if code == 404:
-                    raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
-                if code is not None:
-                    raise reply_error(classify_header(header), Request.DIRECT_GET, self.stream)
-                fixed = fixed_delivery(header)  # another stream answered (a mirror, say)
-                if fixed is not None:
-                    return KeyValueEntry(self.bucket, key, reply.data, fixed.seq, parse_timestamp(fixed.stamp))
-            return self._entry(key, StoredMessage(reply))
         check_key(key)
         subject = self._prefix + key
         try:
@@ -262,7 +272,7 @@ class KeyValue:
                     raise KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
         except MessageNotFoundError:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
-        return self._entry(key, stored)
+        return _stored_entry(self.bucket, key, stored)
 
     def _last_request(self, key: str) -> LastRequest[KeyValueEntry]:
         """What get() needs to know of ``key``, once the key is checked (then remembered)."""
@@ -270,15 +280,8 @@ class KeyValue:
         subject = self._prefix + key
         request = f"{self._js.prefix}.DIRECT.GET.{self.stream}.{subject}"
         head = delivery_head(self.stream, subject)
-        return remember(self._last_requests, key, LastRequest(request, head, _entry_shape(self.bucket, key, head)))
-
-    def _entry(self, key: str, stored: StoredMessage) -> KeyValueEntry:
-        """The entry get() returns; KeyDeletedError for a delete or purge marker."""
-        operation = entry_operation(stored.get_header(OPERATION_HEADER), stored.get_header(MARKER_REASON_HEADER))
-        entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation)
-        if operation != PUT:
-            raise KeyDeletedError(f"key {key!r} was {'deleted' if operation == DEL else 'purged'}", entry)
-        return entry
+        shape = _entry_shape(self.bucket, self.stream, key, head)
+        return remember(self._last_requests, key, LastRequest(request, head, shape))
 
     def _read(self, *, last_by_subj: str | None = None, seq: int | None = None) -> StoredMessage:
         if self._direct:

@@ -39,6 +39,7 @@ from .status import Request, classify_header, no_stream, reply_error
 
 if TYPE_CHECKING:
     from ..message import Msg
+    from ..protocol import MsgEvent
     from .context import JetStream
 
 #: A 503 from a JetStream publish usually means a leader election: four more tries after the first, 50 ms
@@ -177,10 +178,15 @@ class Publisher:
     def __init__(self, js: JetStream) -> None:
         self._js = js
         self._window = _Window()
+        # A publish's reply, read by the one quick check (api.read_pub_ack) and then, when that leaves it,
+        # by this publisher's full decoder: js.publish's shape, and publish_async's kinds.
+        self._ack_shape = api.pub_ack_shape(self._decode_reply)
         # How an async publish's reply settles its future: decoded as an ack, reopening the window.
-        self._ack_kind = ReplyKind(self._decode_async_ack, self._release_pending, self._send_pending)
+        self._ack_kind = ReplyKind(
+            self._decode_async_reply, self._release_pending, self._send_pending, read=api.read_pub_ack
+        )
         # Tries of a publish with retries: their caller's future reopens the window, once, when it resolves.
-        self._retry_kind = ReplyKind(self._decode_async_ack, None, self._send_pending)
+        self._retry_kind = ReplyKind(self._decode_async_reply, None, self._send_pending, read=api.read_pub_ack)
         limit = js.publish_async_max_pending
         self._resume_at = limit - max(1, limit // 8)
         fork.track(self)
@@ -198,37 +204,28 @@ class Publisher:
         js = self._js
         deadline = time.monotonic() + wait  # the one deadline of the first try and every retry
         try:
-            reply = js.conn.core.request(subject, payload, wait, hdrs, api.PUB_ACK_REPLY)
+            return js.conn.core.request(subject, payload, wait, hdrs, self._ack_shape)
         except NoRespondersError:
-            request = js.conn.request
-            reply = _retry_unanswered(
-                lambda left: request(subject, payload, timeout=left, headers=hdrs), subject, wait, deadline
+            request = js.conn.core.request
+            shape = self._ack_shape
+            return _retry_unanswered(
+                lambda left: request(subject, payload, left, hdrs, shape), subject, wait, deadline
             )
-        if isinstance(reply, PubAck):
-            return reply  # read as it arrived
-        return self._decode_pub_ack(reply.data)
 
-    def _decode_pub_ack(self, data: bytes) -> PubAck:
-        """The general decoder, with a refused expectation's outcome as this server gives it."""
+    def _decode_reply(self, msg: MsgEvent) -> PubAck:
+        """The full decoder, with a refused expectation's outcome as this server gives it."""
         try:
-            return api.decode_pub_ack(data)
+            return api.decode_pub_ack(msg.data)
         except WrongLastSequenceError as exc:
             api.conditional_refusal(exc, self._js.conn.server_info)
             raise
 
-    def _decode_async_ack(self, msg: Msg, subject: str) -> PubAck:
-        """Reader thread: the ack of a publish to ``subject`` (the reply's own subject is only our inbox)."""
-        data = msg.data
-        if data and b'"error"' not in data:
-            try:
-                ack = _decode_plain_ack(data)  # the common case, without a call in between
-                if not ack.duplicate or ack.seq:
-                    return ack
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                pass  # decode_pub_ack names the problem (or a duplicate of sequence 0: an id still in process)
-        elif not data and msg.header and status_of(msg.header) is not None:
+    def _decode_async_reply(self, msg: Msg, subject: str) -> PubAck:
+        """Reader thread: what the quick check left of the reply to a publish to ``subject`` (the reply's own
+        subject is only our inbox), which names a status by the publish."""
+        if not msg.data and msg.header and status_of(msg.header) is not None:
             raise reply_error(classify_header(msg.header), Request.PUBLISH, subject)
-        return self._decode_pub_ack(data)
+        return self._decode_reply(msg)
 
     def publish_async(
         self, subject: str, payload: bytes, options: PublishOptions, headers: HeadersInput | None,
@@ -335,7 +332,7 @@ class Publisher:
                 )
 
 
-def _retry_unanswered(send: Callable[[float], Msg], subject: str, wait: float, deadline: float) -> Msg:
+def _retry_unanswered(send: Callable[[float], PubAck], subject: str, wait: float, deadline: float) -> PubAck:
     """Send again, with backoff, while no stream answers (a leader election); then NoStreamResponseError.
 
     The first try already failed.  The retries share the call's ``deadline`` (``wait`` seconds after the
@@ -364,6 +361,3 @@ def _retry_unanswered(send: Callable[[float], Msg], subject: str, wait: float, d
         why = "as many as the retry policy makes"
     made = "1 try" if tries == 1 else f"{tries} tries"
     raise NoStreamResponseError(f"{no_stream(subject)} ({made}; {why})")
-
-
-_decode_plain_ack = api.PUB_ACK_DECODER.decode

@@ -619,7 +619,7 @@ class Parser:
 
 
 class ReplyShape(Generic[R]):
-    """What a request() caller knows of its reply's frame, so that it reads it in one match.
+    """What a request() caller knows of its reply: its frame, read in one match, and its one decoder.
 
     ``pattern`` matches what follows ``HMSG <subject> <sid> `` (or ``MSG``
     without ``headers``) in the whole frame: its groups are the sizes, the
@@ -633,20 +633,27 @@ class ReplyShape(Generic[R]):
     With ``repeats``, ``read`` is given the very same groups (the same tuple)
     for a frame that came again: a reader whose answer cannot change under
     its caller may keep it for that case.
+
+    ``decode`` is given every reply ``read`` did not answer, as a message
+    (the reader thread routed it, or ``read`` did not know it), once the
+    request found responders: it returns the caller's answer or raises what
+    the reply means, so a caller never decides on a bare message.
     """
 
-    __slots__ = ("headers", "last", "line", "pattern", "read", "repeats")
+    __slots__ = ("decode", "headers", "last", "line", "pattern", "read", "repeats")
 
     def __init__(
         self,
         pattern: re.Pattern[bytes],
         read: Callable[[tuple[bytes, ...]], R | None],
         *,
+        decode: Callable[[Any], R],
         headers: bool,
         repeats: bool = False,
     ) -> None:
         self.pattern = pattern
         self.read = read
+        self.decode = decode  # given a jsclient.Msg, which this layer does not know: hence Any
         self.headers = headers
         self.line = b"H" if headers else b""  # what comes before REPLY_LINE
         #: The answer may come again byte for byte (a key or subject read again, its value unchanged):

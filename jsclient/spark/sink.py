@@ -65,6 +65,7 @@ from ..errors import (
     WrongLastSequenceError,
 )
 from ..headers import BATCH_MEMBER_BLOCK, Headers, encode_line, msg_id_block
+from ..jetstream.api import decode_pub_ack
 from ..jetstream.batch import Member, batch_ack, check_batch_id, new_batch_id, send_commit, send_members
 from ..jetstream.channel import TIMED_OUT, Channel
 from ..jetstream.manager import ACKS, MessageManager
@@ -638,13 +639,9 @@ class _MsgIdTask:
                         f"jetstream sink: {self.sent - self.acked} publish acks still missing after {self.timeout} s"
                     )
                 raise got.error or AssertionError(got.verdict)  # ACKS has no other verdict than an error
-            data = got.data
-            if b'"error"' in data or b'"duplicate":true' in data:
-                from ..jetstream.api import decode_pub_ack
-
-                # Raises the server's error by its code, or on a duplicate of sequence 0 (an id still in process).
-                if decode_pub_ack(data).duplicate:
-                    self.duplicates += 1
+            # Raises the server's error by its code, or on a duplicate of sequence 0 (an id still in process).
+            if decode_pub_ack(got.data).duplicate:
+                self.duplicates += 1
             self.acked += 1
             self.published += 1
 
