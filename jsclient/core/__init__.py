@@ -1,9 +1,10 @@
 """The connection's machinery, one module per responsibility (each docstring says which threads run it).
 
 * :mod:`.state`     the connection's state machine (a table), the one-shot Waiter, the current Link
-* :mod:`.writer`    the write buffer, send/write locks, the ``jsclient-flusher`` thread
+* :mod:`.writer`    the write buffer, send/write locks, the ``jsclient-flusher`` thread and its machine (a table)
 * :mod:`.reader`    the ``jsclient-reader`` thread
-* :mod:`.readside`  the read side of a transport (its token, parser, buffer and polling record)
+* :mod:`.readside`  the read side of a transport (its token, parser, buffer and polling record), and who
+  holds the token when (a table)
 * :mod:`.router`    parser events to subscriptions, waiters, futures and PONG waiters (no socket, no thread)
 * :mod:`.requests`  the reply mux, tokens, waiters, the deadline sweep
 * :mod:`.fastpath`  callers reading their own replies, and every other speed trick of the request path,
@@ -24,12 +25,12 @@ Locks: this is the one place their order is written; the modules point here.
 * ``Requests.mux_lock`` (:mod:`.requests`): creating the request inbox.
 * ``ReadSide.token`` (:mod:`.readside`), one per transport: its parser,
   receive buffer and spin count; whoever holds it reads and routes (who
-  may take it, and the flags around it: :mod:`.fastpath`).
+  may take it, and when: the machine in :mod:`.readside`).
 * ``Writer.send_lock`` (:mod:`.writer`): socket writes, so buffers leave in
   the order they were filled.
 * ``Writer.write_lock`` (:mod:`.writer`): the write buffer, the PINGs and
   their waiters, the connection's state (moved only by
-  :func:`.state.apply`), the flusher's flags, the outgoing counters; a loss
+  :func:`.state.apply`), the flusher's state, the outgoing counters; a loss
   is decided under it, once per ``Link.gen``.
 * ``Router.sub_lock`` (:mod:`.router`): changes to the subscription table
   and the sid counter (:mod:`.subs`), creating the watchdog.

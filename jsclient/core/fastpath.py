@@ -17,64 +17,36 @@ and the polling that spares a wake-up (:class:`.readside.SpinBackoff`,
 the socket, :meth:`.writer.Writer.send_frame`, stays a Writer method because
 it is the writer's locks that make it safe; its invariant is stated below.
 
-**The read token** (``ReadSide.token``, :mod:`.readside`, one per transport).
-Its holder alone reads the socket, feeds the parser, routes, and updates
-the side's ``spin`` and the router's ``in_msgs``/``in_bytes``; that is why
-none of those has a lock.  The reader thread takes it blocking, with
-nothing held.  A caller only tries it (never waits for it), with nothing
-held, and only while the reader is parked on a plain socket (``sock`` is
-None for TLS and WebSocket, whose records need the transport's buffering):
-so a caller never queues behind the reader, and the token never nests with
-``mux_lock`` or ``_reopen_lock`` (the order: :mod:`jsclient.core`).  A
-caller holds it until its own waiter is answered, its time is up, or the
-link is lost, and routes everything that arrives meanwhile exactly as the
-reader would (:meth:`.reader.Reader.take_read`).  The locks taken under
-the token are the plain path's: routing may take ``sub_lock``, the
-futures' ``settle_lock`` and a subscription's ``_cond``, answering a PING
-``write_lock`` (and ``send_lock`` when the buffer is full), and a loss may
-close the connection, which the lock order allows under the token.
-
-**Flags, and who may change them.**
-
-* ``ReadSide.parked``: set and cleared by the reader thread only, in
-  :func:`park`.  It is set *before* park's first look at the tables, so
-  whoever starts to expect messages after that look sees it set and wakes
-  the reader.
-* ``ReadSide.wake``: set by anyone who needs the reader back:
-  :meth:`.reader.Reader.unpark` (a new subscription, an async request), a
-  caller giving the token back while others expect messages, and
-  ``Link.shutdown`` (a loss or close).  Cleared only by :func:`park` as it
-  returns, when the reader is about to read again anyway, so no wake-up is
-  lost.
-* ``ReadSide.last_used``: written by a caller when it takes the token; park
-  compares it with the time of its last look.
-* ``ReadSide.spin`` (:class:`.readside.SpinBackoff`): only the token's holder.
-* ``Waiter.lock`` is held from the waiter's creation until whoever pops the
-  waiter's entry from ``Router.waiters`` fills it (``fill`` releases it,
-  once).  A caller that pops its own entry (:func:`take_own`,
-  :func:`take_shaped`) sets ``msg`` and leaves the lock held: it is
-  running, there is nobody to wake.  Either way the lock is held again when
-  request() puts the waiter back among its spares.
-* ``Router.waiters`` entries: listed by their caller before the request is
-  sent; whoever pops one (``dict.pop`` is atomic) settles it, so each
-  settles once: the router (:meth:`.router.Router.route`, :func:`route_one`),
-  the caller itself (its reply, or giving up on a timeout), or closing.  A
-  pop that finds the entry gone (closing took it) leaves the reply alone:
-  closing fills that waiter.
-* The writer's flags (``flusher_idle``, ``deferred``, ...): see
-  :mod:`.writer`.
-
-**Who wakes whom.**  Plain path: the reader fills a waiter, which wakes its
-caller.  Fast path: the caller holding the token fills every *other*
-caller's waiter its reads answer (waking them) and takes its own reply
-without waking anyone.  When it gives the token back while the reader is
-parked and something else expects messages (another waiter, a
-subscription), it sets ``wake``.  The parked reader also comes back by
-itself: when the token is free and others expect messages, when no caller
-took the token between two of its looks LINGER apart (the server's PINGs
-and INFO still need reading), and when the link changes.  A caller whose
+**The read token** (``ReadSide.token``, :mod:`.readside`, one per
+transport).  Who holds it, when the reader parks and who wakes whom is the
+read side's machine, :data:`.readside.READ_TRANSITIONS`; the code below
+marks each step with its event.  The holder alone reads the socket, feeds
+the parser, routes (exactly as the reader would:
+:meth:`.reader.Reader.take_read`) and updates the side's ``spin`` and the
+router's ``in_msgs``/``in_bytes``; that is why none of those has a lock.  A
+caller only tries the token, with nothing held, and only on a plain socket
+(``sock`` is None for TLS and WebSocket, whose records need the
+transport's buffering): it never queues behind the reader, and the token
+never nests with ``mux_lock`` or ``_reopen_lock`` (the order:
+:mod:`jsclient.core`).  The locks taken under the token are the plain
+path's: routing may take ``sub_lock``, the futures' ``settle_lock`` and a
+subscription's ``_cond``, answering a PING ``write_lock`` (and
+``send_lock`` when the buffer is full), and a loss may close the
+connection, which the lock order allows under the token.  A caller whose
 link is lost stops reading and waits on its waiter: whoever reconnects or
 closes answers it.
+
+**Each waiter settles once.**  A caller lists its entry in
+``Router.waiters`` before its request is sent, and whoever pops it
+(``dict.pop`` is atomic) settles it: the router
+(:meth:`.router.Router.route`, :func:`route_one`), the caller itself (its
+reply, or giving up on a timeout), or closing.  ``Waiter.lock`` is held
+from the waiter's creation until ``fill`` releases it, waking its caller;
+a caller that pops its own entry (:func:`take_own`, :func:`take_shaped`)
+sets ``msg`` and leaves the lock held, since nobody waits.  A pop that
+finds the entry gone (closing took it) leaves the reply alone: closing
+fills that waiter.  Either way the lock is held again when request() puts
+the waiter back among its spares.
 
 **The frame straight to the socket** (:meth:`.writer.Writer.send_frame`).
 A request() caller sends its frame from its own thread, at once, rather
@@ -174,7 +146,7 @@ def await_reply(
     side = reader.link.reading
     # The plain path unless the reader stepped aside: while it reads anyway, taking turns gains nothing.
     # (Positional False: this runs on every request.)
-    if side is None or side.sock is None or not side.parked or not side.token.acquire(False):
+    if side is None or side.sock is None or not side.parked or not side.token.acquire(False):  # TAKE, or not
         return waiter.wait(timeout)
     router = reader.router
     listed = 1 if token else 0  # our own waiters still listed (see Router.others_expect)
@@ -235,9 +207,9 @@ def await_reply(
                 side.spin.hit()
             return True
     finally:
-        side.token.release()
+        side.token.release()  # GIVE_BACK
         if side.parked and router.others_expect(listed):
-            side.wake.set()
+            side.wake.set()  # WAKE
     return waiter.wait(deadline - time.monotonic())
 
 
@@ -295,9 +267,13 @@ def take_shaped(router: Router, token: str, groups: tuple[bytes, ...], waiter: W
 
 def park(ref: Callable[[], Reading | None], side: ReadSide, linger: float) -> None:
     """The reader thread, holding nothing: leave the socket to request() callers while one takes the
-    token between two looks ``linger`` seconds apart (see the module docstring for the flags)."""
+    token between two looks ``linger`` seconds apart (PARK to RETURN, :data:`.readside.READ_TRANSITIONS`)."""
     wake = side.wake
-    side.parked = True  # before the first look: whoever starts to need the reader from now on wakes it
+    # PARK.  A wake from while it read is dropped: its cause is looked at below.  Then ``parked``, before the
+    # first look: whoever starts to need the reader from now on wakes it.
+    if wake.is_set():
+        wake.clear()
+    side.parked = True
     try:
         while True:
             reader = ref()
@@ -313,7 +289,7 @@ def park(ref: Callable[[], Reading | None], side: ReadSide, linger: float) -> No
             if not side.token.locked() and side.last_used < looked:
                 return  # no caller came back since the last look
     finally:
-        side.parked = False
+        side.parked = False  # RETURN
         if wake.is_set():
             wake.clear()
 

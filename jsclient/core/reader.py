@@ -6,7 +6,8 @@ code and never waits on a user.  This is the plain path.  A thread blocked
 in ``request()`` or ``flush()`` may instead take the read side's token and
 read and route for itself, while the reader steps aside: that fast path,
 the reader's part in it (parking, polling) and every invariant it rests on
-are in :mod:`jsclient.core.fastpath`.
+are in :mod:`jsclient.core.fastpath`, and who holds the token when is the
+machine in :mod:`jsclient.core.readside`.
 
 Locks (their order: :mod:`jsclient.core`): the read side's ``token``, one
 per transport; the parser, the receive buffer and ``spin`` belong to its
@@ -67,7 +68,7 @@ class Reader:
         """Bring a parked reader back now (see :func:`.fastpath.park`): something starts to expect messages."""
         side = self.link.reading
         if side is not None and side.parked:
-            side.wake.set()
+            side.wake.set()  # WAKE
 
     def take_read(self, side: ReadSide, data: bytes | memoryview, error: Exception | None) -> bool | None:
         """Under the side's token: route the bytes just read (empty: the read failed with ``error``).

@@ -9,7 +9,9 @@ jsclient, never the user's doing.  The table is tested without sockets
 (``tests/test_state.py``), and a test there fails if anything else assigns
 those fields.  Callers decide whether an event applies (close() of a closed
 connection is a no-op, drain() of a reconnecting one an error for the user)
-and only then apply it, holding the writer's ``write_lock``.
+and only then apply it, holding the writer's ``write_lock``.  The core's
+two other machines, the flusher's (:mod:`.writer`) and the read side's
+(:mod:`.readside`), are tables too.
 
 A :class:`Waiter` is filled by one thread (the reader, or whoever fails it)
 and waited on by one other (or answered by its own caller without a wake-up:
@@ -174,7 +176,7 @@ class Link:
             transport.shutdown()
             transport.close()
         if reading is not None:
-            reading.wake.set()
+            reading.wake.set()  # WAKE (.readside.READ_TRANSITIONS)
         self.kick.set()
 
     def disown(self) -> None:

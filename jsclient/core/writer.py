@@ -11,27 +11,30 @@ Threads:
   :mod:`jsclient.core.fastpath`);
 * ``jsclient-flusher`` (:func:`flusher_main`) sends the rest, so many frames
   leave in one ``sendall``.  While async requests keep coming it polls
-  instead of being woken for each (``deferred``): a thread blocking on one of
-  their futures sends the buffer itself, and otherwise the flusher does
-  within DEFERRED_SEND.
+  instead of being woken for each: a thread blocking on one of their
+  futures sends the buffer itself, and otherwise the flusher does within
+  DEFERRED_SEND.
 
 Locks (their order: :mod:`jsclient.core`): ``send_lock`` serialises socket
 writes, so buffers leave in the order they were filled even when a user
 thread sends inline; ``write_lock`` guards ``buf``, ``pings``, ``pongs``,
 the connection's state (``state``, ``accepting``, ``threshold``, moved only
-by :func:`jsclient.core.state.apply`), the flusher's flags
-(``flusher_idle``, ``flusher_polling``, ``deferred``), ``unsent_requests``
-and the outgoing counters, and is held only for appends, never during I/O.
+by :func:`jsclient.core.state.apply`), the flusher's state (``flusher``),
+``unsent_requests`` and the outgoing counters, and is held only for
+appends, never during I/O.
 
 A failed send puts its bytes back at the front of the buffer and asks the
 session what the loss means (decided under ``write_lock``); what is then to
 be done (close, or start reconnecting) runs on the same thread once
 ``send_lock`` is released, so nothing of closing happens under it.
 
-Who wakes whom: an append kicks the flusher only when it is idle
-(``flusher_idle``); an async request (``defer``) leaves a polling flusher
-asleep and sets ``deferred`` instead; only the flusher clears ``deferred``
-and sets ``flusher_idle``/``flusher_polling`` (under ``write_lock``).
+Who wakes whom is the flusher's machine, :data:`FLUSHER_TRANSITIONS`: an
+append moves it by APPEND or DEFER, its own looks by SEND or SLEEP, always
+under ``write_lock``, and an append that takes it from asleep (IDLE,
+POLLING, POLLING_DEFERRED) to awake sets ``kick``.  Most of these steps run
+once per message, so the code writes each out as identity checks on the
+state rather than looking the table up (a lookup hashes two enum members
+in Python); ``tests/test_machines.py`` drives every pair against the table.
 
 A message needs ``accepting``; while reconnecting, messages are buffered up
 to ``reconnect_buf_size`` and SUB/UNSUB frames are skipped (the
@@ -40,10 +43,12 @@ resubscription carries them).
 
 from __future__ import annotations
 
+import enum
 import threading
+import types
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..errors import Error, ReconnectBufferFullError
 from ..options import Options
@@ -61,6 +66,62 @@ DEFERRED_SEND = 0.001
 #: A poll that finds the buffer already sent (the waiting threads send first)
 #: makes the flusher poll half as often, down to once in this many seconds.
 DEFERRED_SEND_MAX = 0.004
+
+
+class FlusherState(enum.Enum):
+    """Where the flusher is, as an append sees it: whether it must be woken, and whether it polls next."""
+
+    SENDING = enum.auto()  # awake: it looks at the buffer again before it sleeps, so no append need wake it
+    SENDING_DEFERRED = enum.auto()  # awake, and an async request came since its last look: it polls next
+    IDLE = enum.auto()  # asleep until kicked
+    POLLING = enum.auto()  # asleep for at most DEFERRED_SEND: an async request leaves it asleep, a message wakes it
+    POLLING_DEFERRED = enum.auto()  # polling, and an async request came since its last look: it polls again
+
+
+class FlusherEvent(enum.Enum):
+    """What moves the flusher: an append (publishing threads) or one of its own looks at the buffer."""
+
+    APPEND = enum.auto()  # a frame for the flusher to send (not one its caller sends itself)
+    DEFER = enum.auto()  # an async request: its sender usually sends it itself, see DEFERRED_SEND
+    SEND = enum.auto()  # the flusher's look found bytes: it sends them and looks again
+    SLEEP = enum.auto()  # its look found none: it sleeps until kicked, or polls
+
+
+SENDING, SENDING_DEFERRED = FlusherState.SENDING, FlusherState.SENDING_DEFERRED
+IDLE, POLLING, POLLING_DEFERRED = FlusherState.IDLE, FlusherState.POLLING, FlusherState.POLLING_DEFERRED
+APPEND, DEFER, SEND, SLEEP = FlusherEvent.APPEND, FlusherEvent.DEFER, FlusherEvent.SEND, FlusherEvent.SLEEP
+
+#: (state, event) -> next state, under ``write_lock``.  Every pair is listed: appends cannot know where the
+#: flusher is, and it looks in any state (Link.shutdown and a new link kick it without a transition).
+FLUSHER_TRANSITIONS: Mapping[tuple[FlusherState, FlusherEvent], FlusherState] = types.MappingProxyType(
+    {
+        # An append wakes a sleeping flusher; one that owes a poll still does.
+        (SENDING, APPEND): SENDING,
+        (SENDING_DEFERRED, APPEND): SENDING_DEFERRED,
+        (IDLE, APPEND): SENDING,
+        (POLLING, APPEND): SENDING,
+        (POLLING_DEFERRED, APPEND): SENDING_DEFERRED,
+        # An async request leaves a polling flusher asleep.  An idle one is woken: the first async request
+        # after a quiet spell leaves now, and only one more while it is awake makes it poll.
+        (SENDING, DEFER): SENDING_DEFERRED,
+        (SENDING_DEFERRED, DEFER): SENDING_DEFERRED,
+        (IDLE, DEFER): SENDING,
+        (POLLING, DEFER): POLLING_DEFERRED,
+        (POLLING_DEFERRED, DEFER): POLLING_DEFERRED,
+        # A look that found bytes: awake, a poll still owed if one was.
+        (SENDING, SEND): SENDING,
+        (SENDING_DEFERRED, SEND): SENDING_DEFERRED,
+        (IDLE, SEND): SENDING,
+        (POLLING, SEND): SENDING,
+        (POLLING_DEFERRED, SEND): SENDING_DEFERRED,
+        # A look that found none: it polls if an async request came since the last one, else sleeps.
+        (SENDING, SLEEP): IDLE,
+        (SENDING_DEFERRED, SLEEP): POLLING,
+        (IDLE, SLEEP): IDLE,
+        (POLLING, SLEEP): IDLE,
+        (POLLING_DEFERRED, SLEEP): POLLING,
+    }
+)
 
 
 class Writer:
@@ -86,9 +147,7 @@ class Writer:
         self._lost = lost  # the transport of a generation failed: the session decides, we run what it returns
         self._refusal = refusal  # the error for a message refused now (closed, draining, forked)
         self._reconnect_buf_size = options.reconnect_buf_size
-        self.flusher_idle = False  # asleep: an append must kick it (or, if polling, may leave it a moment)
-        self.flusher_polling = False  # asleep for at most DEFERRED_SEND
-        self.deferred = False  # a deferred append happened since the flusher last looked
+        self.flusher = SENDING  # it starts with a look
         self.unsent_requests = 0  # async requests in buf (see requests.SEND_SHARE)
         self.pings = 0  # PINGs in buf (unsent)
         self.pongs: deque[Waiter | None] = deque()  # one per PING sent or buffered, in order
@@ -142,21 +201,19 @@ class Writer:
                 self.out_bytes += payload_size
             buf += frame
             big = len(buf) >= self.max_pending
-            if not send_now and self.flusher_idle:
-                self.flusher_idle = False
-                self.kick.set()
+            if self.flusher is not SENDING and not send_now and self.flusher is not SENDING_DEFERRED:
+                self._wake_flusher()  # APPEND
         if big:
             self.send_pending()
         elif send_now:
             self.send_soon()
 
-    def queue_message(self, head: bytes, payload: bytes, n: int, *, defer: bool = False, sending: bool = False) -> bool:
+    def queue_message(self, head: bytes, payload: bytes, n: int, *, defer: bool = False) -> bool:
         """The common case of :meth:`append` for a message: connected and below back-pressure.
 
         Returns False (queueing nothing) otherwise; the caller then takes the
         general path.  ``defer`` (async requests): a polling flusher is not
-        woken, see DEFERRED_SEND.  ``sending``: the caller sends right after,
-        so the flusher is not woken at all.
+        woken, see DEFERRED_SEND.
         """
         lock = self.write_lock
         lock.acquire()
@@ -171,13 +228,14 @@ class Writer:
             self.out_bytes += n
             if defer:
                 self.unsent_requests += 1
-            if sending:
-                pass
-            elif defer and (self.flusher_polling or not self.flusher_idle):
-                self.deferred = True
-            elif self.flusher_idle:
-                self.flusher_idle = False
-                self.kick.set()
+                flusher = self.flusher  # DEFER
+                if flusher is not POLLING_DEFERRED and flusher is not SENDING_DEFERRED:
+                    if flusher is IDLE:
+                        self._wake_flusher()
+                    else:
+                        self.flusher = SENDING_DEFERRED if flusher is SENDING else POLLING_DEFERRED
+            elif self.flusher is not SENDING and self.flusher is not SENDING_DEFERRED:
+                self._wake_flusher()  # APPEND
             return True
         finally:
             lock.release()
@@ -250,10 +308,15 @@ class Writer:
             self.pongs.append(waiter)
             self.buf += PING
             self.pings += 1
-            if waiter is None and self.flusher_idle:
-                self.flusher_idle = False
-                self.kick.set()
+            if waiter is None and self.flusher is not SENDING and self.flusher is not SENDING_DEFERRED:
+                self._wake_flusher()  # APPEND
             return True
+
+    def _wake_flusher(self) -> None:
+        """Under write_lock, the flusher asleep: an APPEND (or a DEFER while IDLE) wakes it, a poll still
+        owed if one was."""
+        self.flusher = SENDING_DEFERRED if self.flusher is POLLING_DEFERRED else SENDING
+        self.kick.set()
 
     def pong_arrived(self) -> Waiter | None:
         """Reader: the oldest PING was answered; its waiter (None for a liveness ping or none left)."""
@@ -286,8 +349,8 @@ class Writer:
                 then()
         else:
             with self.write_lock:
-                self.flusher_idle = False
-            self.kick.set()
+                if self.flusher is not SENDING and self.flusher is not SENDING_DEFERRED:
+                    self._wake_flusher()  # APPEND
 
     def send_pending(self) -> None:
         """Send whatever is buffered, now, on the calling thread."""
@@ -351,18 +414,23 @@ def flusher_main(ref: weakref.ReferenceType[Writer], kick: threading.Event) -> N
                     return
                 taken = writer.take_buffer()
                 if taken is None:
-                    # Poll while async requests keep coming, else sleep until kicked.  A poll
-                    # that found nothing means their senders send them: look half as often.
+                    # SLEEP: it polls if an async request came since its last look.  A poll that found nothing
+                    # means the async requests' senders send them: look half as often.
                     if not sent:
                         poll_every = min(2 * poll_every, DEFERRED_SEND_MAX)
                     sent = False
-                    poll = poll_every if writer.deferred else None
-                    writer.deferred = False
-                    writer.flusher_idle = True
-                    writer.flusher_polling = poll is not None
+                    flusher = writer.flusher
+                    if flusher is SENDING_DEFERRED or flusher is POLLING_DEFERRED:
+                        writer.flusher = POLLING
+                        poll: float | None = poll_every
+                    else:
+                        writer.flusher = IDLE
+                        poll = None
                     kick.clear()
                 else:
-                    writer.flusher_idle = writer.flusher_polling = False
+                    # SEND: a change only when it was asleep (its poll ran out, or a kick without a transition).
+                    if writer.flusher is not SENDING and writer.flusher is not SENDING_DEFERRED:
+                        writer.flusher = SENDING_DEFERRED if writer.flusher is POLLING_DEFERRED else SENDING
                     sent = True
                     poll_every = DEFERRED_SEND
             if taken is not None:
