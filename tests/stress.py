@@ -30,6 +30,9 @@ from pathlib import Path
 from .parts import PARALLEL
 
 KINDS = ("hogs-low", "hogs-same", "servers-slowed")
+#: Set in the environment of a servers-slowed round's pytest: a cgroup holds a process once, so the tests of the
+#: freezer itself cannot hold their servers while the round's freezer does.
+ROUND = "JSCLIENT_STRESS_ROUND"
 HOG = "while True: pass"
 
 
@@ -188,7 +191,8 @@ def run_round(kind: str, args: argparse.Namespace, log: Path) -> tuple[int, list
     command = [sys.executable, "-m", "pytest", *PARALLEL, *args.pytest_args]  # as make test runs it
     with log.open("w") as out:
         if kind == "servers-slowed":
-            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            env = {**os.environ, ROUND: kind}
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
             with slowed_servers(proc.pid, args.stop_ms, args.every_ms):
                 status = proc.wait()
         else:

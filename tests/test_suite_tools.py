@@ -18,7 +18,7 @@ from jsclient.server import NatsServer
 
 from . import pythons
 from .parts import Part, report, run
-from .stress import Freezer, FreezerUnavailable, servers_under, slowed_servers
+from .stress import ROUND, Freezer, FreezerUnavailable, servers_under, slowed_servers
 from .stress import process_state as state
 
 
@@ -38,6 +38,8 @@ def test_every_part_runs_and_the_table_counts_each_and_fails_when_one_failed() -
 @pytest.fixture
 def freezer_here() -> None:
     """The servers-slowed load needs a cgroup freezer; make test-stress skips that kind where there is none."""
+    if os.environ.get(ROUND) == "servers-slowed":
+        pytest.skip("this servers-slowed round's own freezer holds the test's servers (a cgroup holds a process once)")
     try:
         Freezer(f"jsclient-test-probe-{os.getpid()}").close()
     except FreezerUnavailable as exc:
