@@ -232,3 +232,27 @@ def test_last_values_continue_a_request_cut_one_message_short(server: NatsServer
         assert len(got) == 10
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("runs", [False, True], ids=["parser", "runs"])
+def test_a_pull_nobody_takes_yet_is_asked_again_until_the_consumer_answers(
+    server: NatsServer, filled: jsclient.JetStream, runs: bool
+) -> None:
+    """A Spark task makes its consumer through one server and pulls through another: on a loaded cluster the pull
+    met no responders (503) before the consumer's interest reached that server, and the read failed.  Here the
+    consumer is made a moment after the pull began, which a single server shows the same way."""
+    reader = BulkReader(Options.build([server.url]))
+    late = f"late-{'runs' if runs else 'parser'}"  # a name of its own: the stream outlives the test
+    made = threading.Timer(0.3, lambda: filled.add_consumer("BULK", name=late, ack_policy="none"))
+    made.start()
+    try:
+        assert sequences(pull_all(reader, late, 50, runs, batch=50))[:50] == list(range(1, 51))
+    finally:
+        made.join()
+        reader.close()
+    nobody = BulkReader(Options.build([server.url]))
+    try:  # a consumer that never comes: the 503 is the error, by the timeout
+        with pytest.raises(jsclient.NoRespondersStatusError):
+            list(nobody.pull("BULK", "never", 5, batch=5, max_bytes=1 << 20, timeout=0.5))
+    finally:
+        nobody.close()

@@ -47,6 +47,7 @@ from __future__ import annotations
 import builtins
 import secrets
 import ssl
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol
 
@@ -77,6 +78,8 @@ BATCH_FILLED = Status(Kind.BATCH_COMPLETED, 409, "Batch Completed")
 GROUP_BYTES = 256 << 10
 #: Pulls in a row that may end before their first message (leader changes) before the read gives up.
 EMPTY_PULLS = 3
+#: The pause before a pull nobody took (503) is asked again: the consumer's interest is still reaching this server.
+UNKNOWN_PAUSE = 0.05
 #: pull_runs: bytes gathered before they are cut (unless the pull may have ended), and the seconds gathered bytes
 #: wait for more before they are cut all the same.
 CUT_BYTES = 1 << 20
@@ -278,6 +281,7 @@ class BulkReader:
         api.check_name("consumer", consumer)
         ok = False
         empty = 0  # pulls in a row that ended before their first message
+        deadline = time.monotonic() + timeout
         try:
             transport = self._live_link(timeout)
             body = api.encode({"batch": batch, "max_bytes": max_bytes, "no_wait": True})
@@ -298,6 +302,12 @@ class BulkReader:
                     status = self._take_runs(transport, parts, timeout, max_bytes, cut)
                 judged = BATCH_FILLED if status is None else classify_header(status)
                 if FETCH[judged.kind] is not Verdict.END:
+                    if judged.kind is Kind.BUSY and not parts and time.monotonic() + UNKNOWN_PAUSE < deadline:
+                        # Nobody took the pull (503): a consumer just made through another server of a cluster
+                        # is not yet known to this one.  Asked again until the timeout, then the 503 is the error.
+                        time.sleep(UNKNOWN_PAUSE)
+                        transport.sendall(frame)
+                        continue
                     raise reply_error(judged, Request.CONSUME, consumer)
                 if judged.kind is Kind.NO_MESSAGES:
                     more = False
