@@ -809,14 +809,16 @@ QuickAndSlow = tuple[jsclient.Connection, ReadSide, jsclient.Connection]
 
 @pytest.fixture
 def quick_and_slow(server: NatsServer) -> Iterator[QuickAndSlow]:
-    """Responders on svc.quick ("re:" + data at once) and svc.slow ("slow:" + data after 30 ms each), and two
-    requesters: one polling for up to 5 ms (with its read side), one that never polls (spin_wait=0)."""
+    """Responders on svc.quick ("re:" + data at once) and svc.slow ("slow:" + data after 100 ms each), and two
+    requesters: one polling for up to 10 ms (the most spin_wait takes; with its read side), one that never
+    polls (spin_wait=0).  The quick replies must come within the poll and the slow ones after it on a busy
+    machine too (make test-stress), so the poll is the widest allowed and the slow replies ten times later."""
     fast = _echo_responder(server, "svc.quick")
     slow = jsclient.connect(server.url)
-    slow.subscribe("svc.slow", callback=lambda m: (time.sleep(0.03), m.respond(b"slow:" + m.data)))
+    slow.subscribe("svc.slow", callback=lambda m: (time.sleep(0.1), m.respond(b"slow:" + m.data)))
     slow.flush()
     try:
-        with jsclient.connect(server.url, spin_wait=0.005) as nc, jsclient.connect(server.url, spin_wait=0) as calm:
+        with jsclient.connect(server.url, spin_wait=0.01) as nc, jsclient.connect(server.url, spin_wait=0) as calm:
             side = nc._session.link.reading
             assert side is not None
             yield nc, side, calm

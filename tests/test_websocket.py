@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import threading
 import time
@@ -554,13 +555,14 @@ def test_interop_with_nats_py_over_tcp_and_websocket(ws_server: NatsServer) -> N
     """jsclient on one transport, nats-py on the other, messages both ways (nats-py's ws needs aiohttp)."""
     import nats
 
-    async def receive(url: str, subject: str, ready: threading.Event) -> list[bytes]:
-        nc = await nats.connect(url)
+    async def receive(url: str, subject: str, ready: threading.Event, got: list[bytes], lost: list[str]) -> None:
+        nc = await nats.connect(url, disconnected_cb=functools.partial(_note, lost, "nats-py disconnected"))
         try:
             sub = await nc.subscribe(subject)
             await nc.flush()
             ready.set()
-            return [(await sub.next_msg(timeout=10)).data for _ in range(100)]
+            for _ in range(100):
+                got.append((await sub.next_msg(timeout=10)).data)
         finally:
             await nc.close()
 
@@ -575,15 +577,30 @@ def test_interop_with_nats_py_over_tcp_and_websocket(ws_server: NatsServer) -> N
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         for mine, theirs in [(ws_server.ws_url, ws_server.url), (ws_server.url, ws_server.ws_url)]:
-            with jsclient.connect(mine) as nc:
+            lost: list[str] = []
+            with jsclient.connect(mine, disconnected_cb=functools.partial(_broke, lost, "jsclient")) as nc:
                 ready = threading.Event()  # jsclient publishes, nats-py receives
-                received = pool.submit(asyncio.run, receive(theirs, "interop.a", ready))
+                got: list[bytes] = []
+                received = pool.submit(asyncio.run, receive(theirs, "interop.a", ready, got, lost))
                 assert ready.wait(10)
                 for i in range(100):
                     nc.publish("interop.a", b"js-%d" % i)
                 nc.flush()
-                assert received.result(timeout=20) == [b"js-%d" % i for i in range(100)]
+                try:
+                    received.result(timeout=20)
+                except (TimeoutError, nats.errors.Error) as exc:  # what nats-py had; did a link break?
+                    pytest.fail(f"jsclient on {mine}: nats-py took {len(got)} of 100 ({exc!r}); "
+                                f"{lost or 'no link broke'}; jsclient {nc.stats()}, reconnects {nc.reconnects}")
+                assert got == [b"js-%d" % i for i in range(100)]
                 sub = nc.subscribe("interop.b")  # nats-py publishes, jsclient receives
                 nc.flush()
                 pool.submit(asyncio.run, send(theirs, "interop.b")).result(timeout=20)
                 assert [sub.next_msg(timeout=10).data for _ in range(100)] == [b"py-%d" % i for i in range(100)]
+
+
+async def _note(lost: list[str], what: str) -> None:
+    lost.append(what)
+
+
+def _broke(lost: list[str], who: str, *_: object) -> None:
+    lost.append(f"{who} disconnected")
