@@ -62,17 +62,8 @@ def _request(tel: Telemetry, original: Callable[..., Msg]) -> Callable[..., Msg]
     ) -> Msg:
         op = Operation.REQUEST
         attrs = tel.attributes(op, self, subject, size=_size(payload))
-        started = time.perf_counter()
-        metric = tel.metric_attributes(op, subject)
-        try:
-            with tel.span(tel.name(op, subject), SpanKind.CLIENT, attrs):
-                return original(self, subject, payload, timeout, tel.inject(headers))
-        except BaseException as exc:
-            metric = {**metric, "error.type": type(exc).__qualname__}
-            raise
-        finally:
-            tel.duration.record(time.perf_counter() - started, metric)
-            tel.sent.add(1, metric)
+        with tel.measured(op, subject), tel.span(tel.name(op, subject), SpanKind.CLIENT, attrs):
+            return original(self, subject, payload, timeout, tel.inject(headers))
 
     return request
 
@@ -133,7 +124,7 @@ def _subscribe(tel: Telemetry, original: Callable[..., Subscription]) -> Callabl
 
 
 def traced_callback(
-    tel: Telemetry, conn: Connection, pattern: str, group: str | None, callback: Callable[[Msg], None],
+    tel: Telemetry, conn: Connection | None, pattern: str, group: str | None, callback: Callable[[Msg], None],
     extra: dict[str, Any] | None = None,
 ) -> Callable[[Msg], None]:
     """``callback`` inside a CONSUMER ``process`` span parented by the message's trace context."""

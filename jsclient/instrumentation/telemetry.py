@@ -13,7 +13,7 @@ from __future__ import annotations
 import string
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
@@ -51,6 +51,7 @@ class Operation(Enum):
     ACK = ("ack", "settle")
     NAK = ("nak", "settle")
     TERM = ("term", "settle")
+    IN_PROGRESS = ("in_progress", "settle")
 
     def __init__(self, op_name: str, op_type: str) -> None:
         self.op_name = op_name
@@ -213,6 +214,31 @@ class Telemetry:
         if ctx is None:
             return None
         return Link(trace.get_current_span(ctx).get_span_context())
+
+    # -- metrics ----------------------------------------------------------
+    def finishing(self, op: Operation, subject: str, count: int = 1) -> Callable[[BaseException | None], None]:
+        """Starts timing an operation: the function returned records how long it took and ``count`` messages
+        sent, with ``error.type`` when an error ended it (for an operation that ends on another thread)."""
+        metric = self.metric_attributes(op, subject)
+        started = time.perf_counter()
+
+        def finish(exc: BaseException | None) -> None:
+            attrs = metric if exc is None else {**metric, "error.type": type(exc).__qualname__}
+            self.duration.record(time.perf_counter() - started, attrs)
+            self.sent.add(count, attrs)
+
+        return finish
+
+    @contextmanager
+    def measured(self, op: Operation, subject: str, count: int = 1) -> Iterator[None]:
+        """:meth:`finishing` around a block, with the error it raised."""
+        finish = self.finishing(op, subject, count)
+        try:
+            yield
+        except BaseException as exc:
+            finish(exc)
+            raise
+        finish(None)
 
     # -- spans ------------------------------------------------------------
     @contextmanager
