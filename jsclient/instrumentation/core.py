@@ -10,7 +10,9 @@ carries.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanKind
@@ -22,6 +24,25 @@ if TYPE_CHECKING:
     from ..connection import Connection
     from ..message import Msg
     from ..subscription import Subscription
+
+
+#: True while another part subscribes a callback whose messages it traces itself: ``subscribe`` then leaves
+#: that callback as it is, so that a message gets one span, not two (see :func:`traced_elsewhere`).
+_traced_elsewhere: ContextVar[bool] = ContextVar("jsclient_traced_elsewhere", default=False)
+
+
+@contextmanager
+def traced_elsewhere() -> Iterator[None]:
+    """Subscriptions made in this block (on this thread) get no ``process`` span around their callback.
+
+    For a part that traces those messages further on: a service endpoint's callback only hands each
+    request to a worker thread, whose SERVER span (:mod:`.micro`) is the request's one span.
+    """
+    token = _traced_elsewhere.set(True)
+    try:
+        yield
+    finally:
+        _traced_elsewhere.reset(token)
 
 
 def install(patches: Patches, tel: Telemetry) -> None:
@@ -116,7 +137,7 @@ def _request_many(tel: Telemetry, original: Callable[..., Any]) -> Callable[...,
 
 def _subscribe(tel: Telemetry, original: Callable[..., Subscription]) -> Callable[..., Subscription]:
     def subscribe(self: Connection, subject: str, queue: str | None = None, callback: Any = None, **kwargs: Any) -> Any:
-        if callback is not None and callable(callback):
+        if callback is not None and callable(callback) and not _traced_elsewhere.get():
             callback = traced_callback(tel, self, subject, queue, callback)
         return original(self, subject, queue, callback, **kwargs)
 

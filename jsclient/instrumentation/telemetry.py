@@ -52,6 +52,19 @@ class Operation(Enum):
     NAK = ("nak", "settle")
     TERM = ("term", "settle")
     IN_PROGRESS = ("in_progress", "settle")
+    # Key-value and object stores (:mod:`.stores`): named ``<operation> <bucket>``.
+    KV_GET = ("kv.get", "receive")
+    KV_PUT = ("kv.put", "send")
+    KV_CREATE = ("kv.create", "send")
+    KV_UPDATE = ("kv.update", "send")
+    KV_DELETE = ("kv.delete", "send")
+    KV_PURGE = ("kv.purge", "send")
+    KV_HISTORY = ("kv.history", "receive")
+    KV_KEYS = ("kv.keys", "receive")
+    OBJ_PUT = ("obj.put", "send")
+    OBJ_GET = ("obj.get", "receive")
+    OBJ_INFO = ("obj.info", "receive")
+    OBJ_DELETE = ("obj.delete", "send")
 
     def __init__(self, op_name: str, op_type: str) -> None:
         self.op_name = op_name
