@@ -6,7 +6,7 @@ Only the public names live here; see the docs (docs/index.rst) for the tour.
 import logging
 
 from ._version import __version__
-from .connection import Connection, State, connect
+from .connection import Connection, State, connect, live_connections
 from .contexts import NatsContext, load_context
 from .errors import (
     AuthorizationError,
@@ -330,6 +330,7 @@ __all__ = [
     "WrongLastSequenceError",
     "__version__",
     "connect",
+    "live_connections",
     "load_context",
 ]
 

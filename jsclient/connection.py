@@ -40,6 +40,7 @@ from .auth import CredentialCallbacks
 from .backoff import SPREAD
 from .checks import whole
 from .contexts import NatsContext, load_context
+from .core import fork
 from .core.iface import CoreAPI
 from .core.session import Callbacks, ErrorCallback, EventCallback, ServerSelector, Session
 from .core.state import State
@@ -58,7 +59,7 @@ from .timeouts import DEFAULT, Timeout, answer_limit, take_limit
 if TYPE_CHECKING:
     from .jetstream.context import JetStream
 
-__all__ = ["Connection", "ErrorCallback", "EventCallback", "ServerSelector", "State", "connect"]
+__all__ = ["Connection", "ErrorCallback", "EventCallback", "ServerSelector", "State", "connect", "live_connections"]
 
 
 def connect(
@@ -471,6 +472,16 @@ class Connection:
     def num_subscriptions(self) -> int:
         """Live subscriptions, the internal request inbox not counted."""
         return len(self._session.user_subscriptions())
+
+    @property
+    def subscriptions(self) -> list[Subscription]:
+        """The live subscriptions, as a new list, the internal request inbox left out.
+
+        Those JetStream makes for its consumers are among them.  Safe from any thread, without a lock
+        (the table is copied at once), so that a monitor can read each one's ``pending_msgs``,
+        ``pending_bytes`` and ``dropped`` while the connection runs.
+        """
+        return self._session.user_subscriptions()
 
     @property
     def last_error(self) -> Exception | None:
@@ -943,6 +954,25 @@ class Connection:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def live_connections() -> list[Connection]:
+    """Every connection of this process from its connect to its close, as a new list.
+
+    For monitors that read each connection's counters (:meth:`Connection.stats`,
+    :attr:`Connection.reconnects`, :attr:`Connection.subscriptions`): the OpenTelemetry
+    metrics do, for connections made before they were switched on too.  A connection
+    is listed once connected (or, with ``retry_on_failed_connect``, trying in the
+    background) and no more once closed; the list holds no connection alive beyond
+    the caller's use of it (the registry is weak, filled once per connection).  Any thread.
+
+    Returns:
+        The live connections, in no particular order.
+
+    Raises:
+        : Nothing.
+    """
+    return [obj for obj in fork.tracked() if isinstance(obj, Connection)]
 
 
 def _websocket(url: str) -> bool:

@@ -24,15 +24,16 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from ..errors import InvalidArgumentError
-from . import core, jetstream, micro, stores
+from . import core, jetstream, metrics, micro, stores
 from .patches import Patches
 from .telemetry import DEFAULT_SPAN_NAME, SPAN_NAME_FIELDS, Telemetry, check_span_name
 
 __all__ = ["DEFAULT_SPAN_NAME", "SPAN_NAME_FIELDS", "JsclientInstrumentor"]
 
 _KEYWORDS = frozenset({"tracer_provider", "meter_provider", "span_name"})
-#: The modules whose ``install(patches, telemetry)`` wraps their layer's public methods, in this order.
-_PARTS = (core, jetstream, stores, micro)  # jetstream after core: its wrappers of core methods go outside the core's
+#: The modules whose ``install(patches, telemetry)`` wraps their layer's public methods, in this order
+#: (jetstream after core: its wrappers of core methods go outside the core's).
+_PARTS = (core, jetstream, stores, micro, metrics)
 _lock = threading.Lock()
 
 

@@ -1,4 +1,4 @@
-"""Patches: a public method of a public class replaced by a wrapper, and put back.
+"""Patches: a public method of a public class replaced by a wrapper (or a hook set), and put back.
 
 Instrumenting swaps class attributes and uninstrumenting restores them, so an
 uninstrumented call runs the very function it ran before (no flag is checked
@@ -20,7 +20,7 @@ class Patches:
     """The patches one ``instrument()`` applied, so that ``uninstrument()`` undoes exactly those."""
 
     def __init__(self) -> None:
-        self._applied: list[tuple[type, str, Any]] = []
+        self._applied: list[tuple[object, str, Any]] = []
 
     def wrap(self, owner: type, name: str, wrapper: Wrapper) -> None:
         """Replace ``owner.name`` (defined on ``owner`` itself) by ``wrapper(original)``."""
@@ -42,6 +42,12 @@ class Patches:
                 found = original  # the first wrap of it kept the method itself
                 break
         return found
+
+    def replace(self, owner: object, name: str, value: object) -> None:
+        """Set ``owner.name`` (a module's hook, such as :data:`jsclient.observe.listener`) to ``value``; undo puts
+        back what was there."""
+        self._applied.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
 
     def undo(self) -> None:
         """Put back every original, newest first."""

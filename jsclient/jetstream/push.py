@@ -32,6 +32,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..message import ACK_DISABLED, Msg
+from ..observe import ConsumerKind
 from ..protocol import check_queue_name, check_subscribe_subject
 from ..subscription import until_closed
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
@@ -123,7 +124,7 @@ class PushSubscription(Bound):
         else:
             self._create(config, name, limits)
         if idle_heartbeat is not None and alarm is not None:
-            self._mm.watch(self._core(), idle_heartbeat, alarm, self._alarm)
+            self._mm.watch(self._core(), idle_heartbeat, alarm, self._alarm, ConsumerKind.PUSH)
 
     def __repr__(self) -> str:
         return f"<PushSubscription stream={self.stream!r} consumer={self.consumer!r} subject={self.subject!r}>"
