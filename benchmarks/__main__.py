@@ -462,6 +462,7 @@ def main() -> int:
         "results": run_rows(measured, args, interpreters),
     }
     saved["errors"] = report.errors(rows, saved["results"])
+    saved["peer failures"] = report.peer_failures(rows, saved["results"])
     report.print_all(rows, saved, rst=args.rst)
     if args.json:
         Path(args.json).write_text(json.dumps(saved, indent=2) + "\n")

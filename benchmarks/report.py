@@ -143,13 +143,29 @@ def progress(row: Described, client: str, got: dict[str, Any]) -> str:
     return f"{row.key:<26} {client:<14} {rate_cell(row, got):>12} {us(got.get('cpu_us')):>8} {CPU}  ({rounds})"
 
 
+#: The runs of these are jsclient's and the bound's: a round of theirs without a figure fails the run.
+OURS = frozenset({"jsclient", SPIN0, "jsclient-old", "raw"})
+
+
 def errors(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> list[str]:
-    """Every run that gave no figure, as ``row client: why``."""
-    out: list[str] = []
+    """Every run that gave no figure and fails ``make bench``, as ``row client: why``: any of jsclient's or the
+    raw bound's, and a peer's when none of its rounds gave one (the row then has no figure for it)."""
+    return [why for why, fatal in _failures(rows, results) if fatal]
+
+
+def peer_failures(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> list[str]:
+    """A peer's rounds that failed in a row where its other rounds gave the median: the peer's own failure
+    (its library raised), listed with the results and in the docs, never hidden, but not the benchmark's."""
+    return [why for why, fatal in _failures(rows, results) if not fatal]
+
+
+def _failures(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
+    out: list[tuple[str, bool]] = []
     for row in rows:
         for client in COLUMNS:
-            got = entry(results.get(row.key, {}), client)
-            out.extend(f"{row.key} {client} {why}" for why in (got or {}).get("errors", []))
+            got = entry(results.get(row.key, {}), client) or {}
+            fatal = client in OURS or got.get("rate") is None
+            out.extend((f"{row.key} {client} {why}", fatal) for why in got.get("errors", []))
     return out
 
 
@@ -434,6 +450,10 @@ def print_all(rows: Sequence[Described], saved: dict[str, Any], *, rst: bool = F
     failed = errors(rows, results)
     if failed:
         out += ["", f"ERRORS: {len(failed)} run(s) gave no figure:", *(f"  {line}" for line in failed)]
+    theirs = peer_failures(rows, results)
+    if theirs:
+        out += ["", f"PEER FAILURES: {len(theirs)} round(s) of a peer raised (its median is of its other rounds):",
+                *(f"  {line}" for line in theirs)]
     print("\n".join(out))
 
 

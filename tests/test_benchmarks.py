@@ -284,3 +284,20 @@ def test_instruction_count_runs() -> None:
     for row in rows:
         post, pre, _, wait = (int(cell.replace(",", "")) for cell in row[2:])
         assert post > 1000 and pre > 1000 and wait > 1000, proc.stdout
+
+
+def test_a_peers_failed_round_is_listed_and_only_ours_fail_the_run() -> None:
+    """A round of jsclient's (or raw's) without a figure is an error; a peer's is one too when the row has no
+    figure of it at all, and otherwise a peer failure: listed beside the results, not the run's failure."""
+    from benchmarks import report
+    from benchmarks.__main__ import Row, Runs
+    from benchmarks.common import Figure
+
+    row = Row("publish", "publish msgs/s (128 B)", 100, ("jsclient", "natsio", "nats-py"), None)
+    one_failed = Runs([None, Figure(10.0, 1.0)], ["round 1: natsio stalled"]).summary()
+    all_failed = Runs([None], ["round 1: nats-py stalled"]).summary()
+    results = {"publish": {"natsio": one_failed, "nats-py": all_failed, "jsclient": one_failed}}
+    assert report.peer_failures([row], results) == ["publish natsio round 1: natsio stalled"]
+    assert sorted(report.errors([row], results)) == [
+        "publish jsclient round 1: natsio stalled", "publish nats-py round 1: nats-py stalled"
+    ]

@@ -91,6 +91,11 @@ def about(saved: dict[str, Any], name: str) -> list[str]:
     if failed:
         lines += [".. warning::", "", f"   {len(failed)} run(s) of this file gave no figure:", ""]
         lines += [f"   * {report.rst_cell(why)}" for why in failed] + [""]
+    theirs = saved.get("peer failures") or []
+    if theirs:
+        lines += [".. note::", "", f"   {len(theirs)} round(s) of a peer raised; its figure is the median of its other "
+                  "rounds (see :ref:`peer-failures`):", ""]
+        lines += [f"   * {report.rst_cell(why)}" for why in theirs] + [""]
     return lines
 
 
