@@ -55,6 +55,9 @@ class JsclientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
         Returns:
             An empty collection: the instrumentation ships inside jsclient.
+
+        Raises:
+            : Nothing.
         """
         return ()
 
