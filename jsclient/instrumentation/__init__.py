@@ -24,7 +24,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from ..errors import InvalidArgumentError
-from . import core
+from . import core, spark
 from .patches import Patches
 from .telemetry import DEFAULT_SPAN_NAME, SPAN_NAME_FIELDS, Telemetry, check_span_name
 
@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_SPAN_NAME", "SPAN_NAME_FIELDS", "JsclientInstrumentor"]
 
 _KEYWORDS = frozenset({"tracer_provider", "meter_provider", "span_name"})
 #: The modules whose ``install(patches, telemetry)`` wraps their layer's public methods, in this order.
-_PARTS = (core,)
+_PARTS = (core, spark)
 _lock = threading.Lock()
 
 
