@@ -24,7 +24,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from ..errors import InvalidArgumentError
-from . import core, jetstream, metrics, micro, stores
+from . import core, jetstream, metrics, micro, spark, stores
 from .patches import Patches
 from .telemetry import DEFAULT_SPAN_NAME, SPAN_NAME_FIELDS, Telemetry, check_span_name
 
@@ -33,7 +33,7 @@ __all__ = ["DEFAULT_SPAN_NAME", "SPAN_NAME_FIELDS", "JsclientInstrumentor"]
 _KEYWORDS = frozenset({"tracer_provider", "meter_provider", "span_name"})
 #: The modules whose ``install(patches, telemetry)`` wraps their layer's public methods, in this order
 #: (jetstream after core: its wrappers of core methods go outside the core's).
-_PARTS = (core, jetstream, stores, micro, metrics)
+_PARTS = (core, jetstream, stores, micro, metrics, spark)
 _lock = threading.Lock()
 
 

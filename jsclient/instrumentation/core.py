@@ -50,6 +50,7 @@ def install(patches: Patches, tel: Telemetry) -> None:
     from ..subscription import Subscription
 
     patches.wrap(Connection, "publish", lambda original: _publish(tel, original))
+    patches.wrap(Connection, "publish_encoded", lambda original: _publish_encoded(tel, original))
     patches.wrap(Connection, "request", lambda original: _request(tel, original))
     patches.wrap(Connection, "request_async", lambda original: _request_async(tel, original))
     patches.wrap(Connection, "request_many", lambda original: _request_many(tel, original))
@@ -75,6 +76,20 @@ def _publish(tel: Telemetry, original: Callable[..., None]) -> Callable[..., Non
         tel.sent.add(1, tel.metric_attributes(op, subject))
 
     return publish
+
+
+def _publish_encoded(tel: Telemetry, original: Callable[..., None]) -> Callable[..., None]:
+    """Frames encoded by a batch publisher (the Spark sink, atomic batches): counted by ``messages=``, without a
+    span per message (their subjects are inside the frames; the caller's span, if any, covers them)."""
+    metric = {"messaging.system": "nats", "messaging.operation.name": Operation.PUBLISH.op_name}
+
+    def publish_encoded(
+        self: Connection, frames: bytes | memoryview, *, messages: int, payload_bytes: int, send_now: bool = False
+    ) -> None:
+        original(self, frames, messages=messages, payload_bytes=payload_bytes, send_now=send_now)
+        tel.sent.add(messages, metric)
+
+    return publish_encoded
 
 
 def _request(tel: Telemetry, original: Callable[..., Msg]) -> Callable[..., Msg]:

@@ -113,6 +113,10 @@ class Telemetry:
         meter_provider: MeterProvider | None,
         span_name: str,
     ) -> None:
+        #: The providers given to ``instrument()`` (None: the global ones), for a flush where a process may end
+        #: without running its exit handlers (Spark's Python workers).
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
         self.tracer: Tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
         from opentelemetry import metrics
 
