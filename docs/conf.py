@@ -224,6 +224,7 @@ TOPICS = (  # a topic's title, then the prefixes of the modules that define its 
     ("Object store", ("jsclient.jetstream.object",)),
     ("JetStream", ("jsclient.jetstream",)),
     ("Services", ("jsclient.micro",)),
+    ("Message tracing", ("jsclient.msgtrace",)),
     ("Other", ("jsclient",)),
 )
 

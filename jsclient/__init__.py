@@ -156,6 +156,21 @@ from .jetstream.pull import MessageStream, PullSubscription
 from .jetstream.push import PushSubscription
 from .message import Msg
 from .micro import Endpoint, Group, Service
+from .msgtrace import (
+    ConnectionKind,
+    MessageTrace,
+    ServerTrace,
+    TraceEgress,
+    TraceEvent,
+    TraceIngress,
+    TraceJetStream,
+    TraceOtherEvent,
+    TraceProblem,
+    TraceServer,
+    TraceServiceImport,
+    TraceStreamExport,
+    TraceSubjectMapping,
+)
 from .options import Options
 from .release import ServerVersion
 from .replies import Replies
@@ -187,6 +202,7 @@ __all__ = [
     "ClusterInfo",
     "Connection",
     "ConnectionClosedError",
+    "ConnectionKind",
     "ConnectionLostError",
     "ConsumeContext",
     "Consumer",
@@ -251,6 +267,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageStream",
     "MessageTTLError",
+    "MessageTrace",
     "Msg",
     "MsgIdInProcessError",
     "MsgMetadata",
@@ -296,6 +313,7 @@ __all__ = [
     "ServerNotFoundError",
     "ServerSelectorError",
     "ServerShutdownError",
+    "ServerTrace",
     "ServerVersion",
     "Service",
     "SlowConsumerError",
@@ -325,6 +343,16 @@ __all__ = [
     "Timeout",
     "TimeoutError",
     "TooManySubjectsError",
+    "TraceEgress",
+    "TraceEvent",
+    "TraceIngress",
+    "TraceJetStream",
+    "TraceOtherEvent",
+    "TraceProblem",
+    "TraceServer",
+    "TraceServiceImport",
+    "TraceStreamExport",
+    "TraceSubjectMapping",
     "UsageError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",

@@ -48,6 +48,7 @@ from .deprecation import renamed_keywords
 from .errors import ConnectionClosedError, InvalidArgumentError
 from .headers import HeadersInput
 from .message import Msg
+from .msgtrace import MessageTrace, trace_message
 from .options import CREDENTIALS, OPTION_DEFAULTS, Options, given_options, mask_url, refuse_unknown
 from .payload import as_bytes as _as_bytes
 from .protocol import PubEncoder, check_queue_name, check_subscribe_subject
@@ -836,6 +837,54 @@ class Connection:
             headers=headers,
             closed_by=lambda: self._session.closed_by,
         )
+
+    def trace_message(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: HeadersInput | None = None,
+        deliver: bool = False,
+        timeout: float | None = 2.0,
+    ) -> MessageTrace:
+        """Publish a message that every server it crosses reports on (ADR-41, nats-server 2.11+), and
+        return its path: what ``nats trace`` shows.
+
+        The reports come to an inbox of the call's own; it returns as soon as the path is complete (every
+        server the message was forwarded to has reported) or when ``timeout`` has passed, with what came
+        (``complete`` False, ``missing`` naming the hops that did not report).
+
+        Args:
+            subject: Where to publish: a literal subject.
+            payload: The message's body (bytes-like).
+            headers: Headers to send with it, as for :meth:`publish` (not the ``Nats-Trace-*`` ones, which
+                this call sets).
+            deliver: Deliver the message as any other; left False, the servers trace its path without
+                delivering it (``Nats-Trace-Only``): no subscriber gets it, no stream stores it.
+            timeout: Seconds to wait for the path's reports in all; ``None``, no limit; ``0`` is refused
+                (see :doc:`/conventions`).
+
+        Returns:
+            The path: each server's report, tied together by hop ids; ``str()`` shows it as a tree.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, subject (BadSubjectError), header (BadHeaderError, or
+                one that sets the tracing headers or asks for snappy-compressed reports) or ``deliver``, or
+                a message over the server's max_payload (MaxPayloadError); nothing is sent.
+            BadPayloadError: ``payload`` is not bytes-like.
+            FeatureNotSupportedError: The server is older than 2.11 (it would deliver the message and
+                report nothing); nothing is sent.
+            TimeoutError: Not one report came within ``timeout`` (the connection may not publish to its
+                inbox, where the servers send them).
+            ProtocolError: A report that is not one (or in an encoding jsclient does not read).
+            ConnectionClosedError: The connection is closed, or draining, or it closed while waiting.
+            ReconnectBufferFullError: While reconnecting, the message does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
+        seconds = answer_limit(timeout)
+        self._check_fork()  # not a hot path: the check itself, not the flag first
+        return trace_message(self, subject, payload, headers=headers, deliver=deliver, timeout=seconds)
 
     # -- JetStream -------------------------------------------------------------
     def jetstream(
