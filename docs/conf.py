@@ -49,6 +49,9 @@ extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "matplotlib.sphinxext
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
+# What every call of a class may raise is written once, in the class docstring's ``Every call may raise:``
+# section (a method's ``Raises:`` lists only its own errors), rendered as a list of its entries like Args.
+napoleon_custom_sections = [("Every call may raise", "params_style")]
 bench_data_dir = "_data"
 plot_formats = [("png", 100)]
 plot_html_show_formats = False

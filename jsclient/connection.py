@@ -247,6 +247,17 @@ class Connection:
         ServerError: The server refused the connection with another ``-ERR``.
         TLSError: TLS could not be set up.
         Error: A WebSocket URL while wsproto (the ``websocket`` extra) is not installed.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow (a bad ``timeout``, say); raised before
+            anything is sent.
+        BadPayloadError: A payload that is not bytes-like.
+        ConnectionClosedError: The connection is closed; for a call that sends, also draining and no longer
+            taking messages.
+        ReconnectBufferFullError: While reconnecting, what the call sends does not fit in
+            ``reconnect_buf_size``; nothing was sent.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
     """
 
     def __init__(
@@ -429,9 +440,6 @@ class Connection:
         Raises:
             InvalidArgumentError: A bad or empty list, or URLs of the other kind (WebSocket or not) than the
                 connection's; nothing changes.
-            ConnectionClosedError: The connection is closed.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         given = (servers,) if isinstance(servers, str) else servers
         if not isinstance(given, (list, tuple)):
@@ -526,11 +534,6 @@ class Connection:
         Raises:
             InvalidArgumentError: A bad subject or reply subject (BadSubjectError), a bad header
                 (BadHeaderError) or a message over the server's max_payload (MaxPayloadError); nothing is sent.
-            BadPayloadError: ``payload`` is not bytes-like.
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the message does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         if type(payload) is not bytes:
             payload = _as_bytes(payload)
@@ -566,12 +569,6 @@ class Connection:
             send_now: Send the buffer from this thread at once (unless another thread is sending it), not
                 from the flusher, which is then not woken: for large blocks of frames, where a wake-up of
                 another thread costs more than the send.
-
-        Raises:
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the frames do not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         if self._forked:
             self._check_fork()
@@ -587,12 +584,9 @@ class Connection:
             The seconds from sending the PING to its PONG.
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``.
             TimeoutError: No PONG within ``timeout``.
             ConnectionLostError: The link broke after the PING left.
             ConnectionClosedError: The connection is closed, or closed while waiting.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         started = time.perf_counter()
         self.flush(timeout)
@@ -604,8 +598,6 @@ class Connection:
 
         Raises:
             InvalidArgumentError: The connection was made with ``allow_reconnect=False``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         self._check_fork()
         self._session.force_reconnect()
@@ -621,12 +613,9 @@ class Connection:
             timeout: Seconds to wait for the server; ``None``, no limit; ``0`` is refused (see :doc:`/conventions`).
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``.
             TimeoutError: The server did not answer within ``timeout``.
             ConnectionLostError: The link broke after the PING left.
             ConnectionClosedError: The connection is closed, or closed while waiting.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         self._check_fork()
@@ -664,9 +653,6 @@ class Connection:
             InvalidArgumentError: A bad subject or queue name (BadSubjectError), a callback that is not
                 callable, a count that is not an int >= 1, or ``cb=`` or ``max_msgs=`` beside its new name;
                 nothing is sent.
-            ConnectionClosedError: The connection is closed or draining.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         check_subscribe_subject(subject)
         if queue is not None:
@@ -730,14 +716,10 @@ class Connection:
         Raises:
             InvalidArgumentError: A bad ``timeout``, subject (BadSubjectError) or header (BadHeaderError), or a
                 message over the server's max_payload (MaxPayloadError); nothing is sent.
-            BadPayloadError: ``payload`` is not bytes-like.
             NoRespondersError: Nobody is subscribed to ``subject``.
             TimeoutError: No reply within ``timeout``; the request may have been processed.
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages, or it
                 closed while waiting.
-            ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -771,11 +753,6 @@ class Connection:
         Raises:
             InvalidArgumentError: A bad ``timeout``, subject (BadSubjectError) or header (BadHeaderError), or a
                 message over the server's max_payload (MaxPayloadError); nothing is sent.
-            BadPayloadError: ``payload`` is not bytes-like.
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -820,14 +797,10 @@ class Connection:
             InvalidArgumentError: A bad ``timeout``, ``stall``, ``max_messages``, ``sentinel``, subject
                 (BadSubjectError) or header (BadHeaderError), a message over the server's max_payload
                 (MaxPayloadError), or ``max_msgs=`` beside ``max_messages=``; nothing is sent.
-            BadPayloadError: ``payload`` is not bytes-like.
             NoRespondersError: While iterating: nobody is subscribed to ``subject`` (the first answer is the
                 server's no-responders status).
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages; while
                 iterating, it was closed under the replies (``outcome`` UNKNOWN).
-            ReconnectBufferFullError: While reconnecting, the request does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         timeout = answer_limit(timeout)
         if self._forked:
@@ -960,7 +933,6 @@ class Connection:
                 :doc:`/conventions`).
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``.
             ConnectionClosedError: The connection is closed, reconnecting or already draining; nothing is done.
             TimeoutError: A subscription still held messages, or the server did not answer, when ``timeout``
                 ran out; the connection is closed all the same.
@@ -987,9 +959,6 @@ class Connection:
 
         Returns:
             True once the connection is closed; False if it was still open when ``timeout`` ran out.
-
-        Raises:
-            InvalidArgumentError: A bad ``timeout``.
         """
         return self._session.closed_event.wait(take_limit(timeout))
 

@@ -83,6 +83,17 @@ class Msg(MsgEvent):
         _headers: Internal: :attr:`headers` once parsed.
         _metadata: Internal: :attr:`metadata` once parsed.
         ack_state: Internal: whether an ack may still be sent (see above).
+
+    Every call may raise:
+        InvalidArgumentError: The message is not attached to a connection (one the library built), or an
+            argument its Args do not allow.
+        BadAckSubjectError: An ack of a message that is not a JetStream message (its reply is no ``$JS.ACK``
+            subject).
+        BadPayloadError: A payload that is not bytes-like.
+        ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+        ReconnectBufferFullError: While reconnecting, the answer or ack does not fit in ``reconnect_buf_size``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
     """
 
     _conn: Attached | None = None
@@ -148,11 +159,6 @@ class Msg(MsgEvent):
             InvalidArgumentError: The message has no reply subject or no connection, a bad header
                 (BadHeaderError), an answer over the server's max_payload (MaxPayloadError), or ``data=``
                 beside ``payload=``; nothing is sent.
-            BadPayloadError: ``payload`` is not bytes-like.
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         if not self.reply:
             raise InvalidArgumentError(f"message on {self.subject!r} has no reply subject to respond to")
@@ -182,14 +188,6 @@ class Msg(MsgEvent):
         """Acknowledge: the message is done.
 
         Sends nothing after a terminal ack (or for a consumer that takes no acks).
-
-        Raises:
-            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
-            InvalidArgumentError: The message is not attached to a connection.
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         self._ack(b"+ACK", True)
 
@@ -201,11 +199,6 @@ class Msg(MsgEvent):
 
         Raises:
             InvalidArgumentError: ``delay`` is not a number of seconds >= 0.
-            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         if delay is None:
             self._ack(b"-NAK", True)
@@ -221,11 +214,6 @@ class Msg(MsgEvent):
         Raises:
             InvalidArgumentError: ``reason`` is not a single-line str, or the message is not attached to a
                 connection.
-            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         if reason is None:
             self._ack(b"+TERM", True)
@@ -236,14 +224,6 @@ class Msg(MsgEvent):
 
     def in_progress(self) -> None:
         """Working on it: reset the ack wait timer (not terminal).
-
-        Raises:
-            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
-            InvalidArgumentError: The message is not attached to a connection.
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         self._ack(b"+WPI", False)
 
@@ -258,14 +238,10 @@ class Msg(MsgEvent):
 
         Raises:
             InvalidArgumentError: A bad ``timeout``, or the message is not attached to a connection.
-            BadAckSubjectError: The message is not a JetStream message (its reply is no ``$JS.ACK`` subject).
             TimeoutError: No confirmation within ``timeout``; the ack may still have been taken.
             NoRespondersError: Nothing answers on the ack subject (the consumer was deleted, for example).
             ConnectionClosedError: The connection is closed, or draining and no longer takes messages, or it
                 closed while waiting.
-            ReconnectBufferFullError: While reconnecting, the ack does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         wait = answer_limit(timeout)
         if self.ack_state != ACK_OPEN:

@@ -98,6 +98,13 @@ class Request:
 
     ``error_answer`` is internal, not part of the public API: the service
     reads it after the handler returned, to count the error in its stats.
+
+    Every call may raise:
+        BadPayloadError: A payload that is not bytes-like.
+        ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
+        ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
     """
 
     __slots__ = ("_msg", "error_answer")
@@ -145,11 +152,6 @@ class Request:
         Raises:
             InvalidArgumentError: The request has no reply subject, a bad header (BadHeaderError), or an
                 answer over the server's max_payload (MaxPayloadError); nothing is sent.
-            BadPayloadError: ``payload`` is not bytes-like.
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         self._msg.respond(payload, headers=headers)
 
@@ -171,11 +173,6 @@ class Request:
             InvalidArgumentError: ``code`` is not an int, ``description`` is not one line of text, the request
                 has no reply subject, a bad header (BadHeaderError), or an answer over the server's
                 max_payload (MaxPayloadError); nothing is sent.
-            BadPayloadError: ``payload`` is not bytes-like.
-            ConnectionClosedError: The connection is closed, or draining and no longer takes messages.
-            ReconnectBufferFullError: While reconnecting, the answer does not fit in ``reconnect_buf_size``.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         if isinstance(code, bool) or not isinstance(code, int):
             raise InvalidArgumentError(f"a service error code must be an int, not {code!r}")
@@ -267,7 +264,14 @@ def _check_queue(queue_group: Any) -> str:
 
 
 class Group:
-    """A subject prefix for endpoints (ADR-32 groups), with its own default queue group."""
+    """A subject prefix for endpoints (ADR-32 groups), with its own default queue group.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow; raised before anything is sent.
+        ConnectionClosedError: The connection is closed or draining.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
+    """
 
     def __init__(self, service: Service, prefix: str, queue_group: str) -> None:
         """Made by :meth:`Service.add_group` (or :meth:`Group.add_group`), which checks the arguments.
@@ -316,9 +320,6 @@ class Group:
         Raises:
             InvalidArgumentError: A bad name, subject (BadSubjectError), queue group, metadata or limit, a
                 handler that is not callable, or a stopped service; nothing is subscribed.
-            ConnectionClosedError: The connection is closed or draining.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         _check_name("endpoint name", name)
         local = name if subject is None else subject
@@ -356,7 +357,14 @@ def _group_prefix(parent: str, name: Any) -> str:
 
 
 class Service(Group):
-    """One running service instance, and the root group of its endpoints.  Create it with :func:`add_service`."""
+    """One running service instance, and the root group of its endpoints.  Create it with :func:`add_service`.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow; raised before anything is sent.
+        ConnectionClosedError: The connection is closed or draining.
+        ForkedConnectionError: Called in a process forked from the one that connected (unless
+            ``reconnect_after_fork``).
+    """
 
     def __init__(
         self,
@@ -385,11 +393,6 @@ class Service(Group):
             workers: How many worker threads run the handlers.
             stats_handler: Called with an endpoint for the ``data`` of its stats, or None.
             pending_limits: The endpoints' default pending limits (messages, bytes); None for the connection's.
-
-        Raises:
-            ConnectionClosedError: The connection is closed or draining.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         super().__init__(self, "", queue_group)
         self._nc = nc
@@ -456,9 +459,6 @@ class Service(Group):
         Raises:
             InvalidArgumentError: A bad name, subject (BadSubjectError), queue group, metadata or limit, a
                 handler that is not callable, or a stopped service; nothing is subscribed.
-            ConnectionClosedError: The connection is closed or draining.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         _check_name("endpoint name", name)
         if subject is None:
@@ -617,13 +617,10 @@ class Service(Group):
                 limit; ``0`` is refused (see :doc:`/conventions`).
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``.
             TimeoutError: An endpoint still had requests queued, the server did not confirm its end, or a
                 handler was still running, when ``timeout`` ran out.
             ConnectionLostError: The link broke before the server confirmed an endpoint's end.
             ConnectionClosedError: The connection closed while an endpoint was being drained.
-            ForkedConnectionError: Called in a process forked from the one that connected (unless
-                ``reconnect_after_fork``).
         """
         limit = answer_limit(timeout, self._nc.options.drain_timeout)
         if self._stopped.is_set():

@@ -1,6 +1,7 @@
 """The fast path without a socket: what a caller reading its own reply makes of a frame is what the plain
 path (Parser.feed, then Router.route) makes of it, and the flags around the read token move as
-:mod:`jsclient.core.fastpath` says.  Server-free; the fast path against a real server is in test_core.py.
+docs/guides/internals.rst ("The fast path of a request") says.  Server-free; the fast path against a real
+server is in test_core.py.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@
   holds the token when (a table)
 * :mod:`.router`    parser events to subscriptions, waiters, futures and PONG waiters (no socket, no thread)
 * :mod:`.requests`  the reply mux, tokens, waiters, the deadline sweep
-* :mod:`.fastpath`  callers reading their own replies, and every other speed trick of the request path,
-  with the invariants they rest on (the modules above are the plain path they fall back to)
+* :mod:`.fastpath`  callers reading their own replies, and every other speed trick of the request path
+  (the modules above are the plain path they fall back to; the invariants: docs/guides/internals.rst)
 * :mod:`.publish`   publishing a message or a control reply, and flush
 * :mod:`.subs`      subscribe, unsubscribe, drain one, the SUBs a new link needs
 * :mod:`.pool`      the server pool, discovery, the user's ``server_selector``

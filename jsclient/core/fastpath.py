@@ -1,88 +1,12 @@
-"""The fast path of a request: its caller reads its own reply.  Every speed trick of the request path is here,
-or named here, with the invariants it rests on.
+"""The fast path of a request: its caller reads its own reply, sparing the hand-over through the reader thread.
 
-The reference is the plain path, which works on its own and which every
-trick falls back to: a caller lists a :class:`~jsclient.core.state.Waiter`
-under its token (:mod:`.requests`), its frame goes through the write buffer
-(:mod:`.writer`), the ``jsclient-reader`` thread reads the socket and routes
-each message (:meth:`.router.Router.route`), the reply fills the waiter and
-the caller wakes.  The fast path does the same work on the caller's thread
-when nobody else needs the reader: the reader steps aside (:func:`park`),
-the caller takes the read token and reads the socket itself
-(:func:`await_reply`), and the one frame that is its reply is taken whole
-(:func:`take_own`, :func:`take_shaped`) instead of parsed and routed.  Also
-here: the reader's step for a read that was one reply (:func:`route_one`),
-and the polling that spares a wake-up (:class:`.readside.SpinBackoff`,
-:func:`spin_poll`, :func:`poll_before_recv`).  The frame going straight to
-the socket, :meth:`.writer.Writer.send_frame`, stays a Writer method because
-it is the writer's locks that make it safe; its invariant is stated below.
-
-**The read token** (``ReadSide.token``, :mod:`.readside`, one per
-transport).  Who holds it, when the reader parks and who wakes whom is the
-read side's machine, :data:`.readside.READ_TRANSITIONS`; the code below
-marks each step with its event.  The holder alone reads the socket, feeds
-the parser, routes (exactly as the reader would:
-:meth:`.reader.Reader.take_read`) and updates the side's ``spin`` and the
-router's ``in_msgs``/``in_bytes``; that is why none of those has a lock.  A
-caller only tries the token, with nothing held, and only on a plain socket
-(``sock`` is None for TLS and WebSocket, whose records need the
-transport's buffering): it never queues behind the reader, and the token
-never nests with ``mux_lock`` or ``_reopen_lock`` (the order:
-:mod:`jsclient.core`).  The locks taken under the token are the plain
-path's: routing may take ``sub_lock``, the futures' ``settle_lock`` and a
-subscription's ``_cond``, answering a PING ``write_lock`` (and
-``send_lock`` when the buffer is full), and a loss may close the
-connection, which the lock order allows under the token.  A caller whose
-link is lost stops reading and waits on its waiter: whoever reconnects or
-closes answers it.
-
-**Each waiter settles once.**  A caller lists its entry in
-``Router.waiters`` before its request is sent, and whoever pops it
-(``dict.pop`` is atomic) settles it: the router
-(:meth:`.router.Router.route`, :func:`route_one`), the caller itself (its
-reply, or giving up on a timeout), or closing.  ``Waiter.lock`` is held
-from the waiter's creation until ``fill`` releases it, waking its caller;
-a caller that pops its own entry (:func:`take_own`, :func:`take_shaped`)
-sets ``msg`` and leaves the lock held, since nobody waits.  A pop that
-finds the entry gone (closing took it) leaves the reply alone: closing
-fills that waiter.  Either way the lock is held again when request() puts
-the waiter back among its spares.
-
-**The frame straight to the socket** (:meth:`.writer.Writer.send_frame`).
-A request() caller sends its frame from its own thread, at once, rather
-than handing it to the flusher: the reply can come no sooner than the
-request leaves.  The frame skips the buffer only when its thread got
-``send_lock`` (tried, never waited for) and, under ``write_lock``, found
-the buffer empty: no earlier frame is buffered, and no other thread is
-part-way through sending earlier bytes, so nothing is overtaken.
-Otherwise the frame is appended behind what is buffered, and sent after
-it by this thread or the flusher.  A failed send puts the frame back at
-the front of the buffer, as any failed send does.
-
-**Polling.**  Waking a sleeping thread when its reply arrives can take
-longer than the server took to answer, so a caller alone on the socket
-(its waiter the only one listed) polls for up to ``spin_wait`` before it
-sleeps in ``poll``, and the reader does the same while async requests are
-out and it did not just answer a request() caller.  A poll that ends
-without its reply makes the next waits sleep at once, twice as many at
-each such miss (up to 2**MAX_SPIN_BACKOFF), until polls catch their
-replies several times in a row (:class:`.readside.SpinBackoff`), so a
-slow or distant server costs little CPU.  With one CPU nobody polls.  Polling
-changes when a reply is noticed, never what is read.
-
-**Why the result is the plain path's.**  Each shortcut takes a read only
-when it is exactly one whole frame of the expected kind with nothing
-buffered in the parser (:meth:`~jsclient.protocol.Parser.feed_one`,
-:meth:`~jsclient.protocol.Parser.feed_reply`,
-:meth:`~jsclient.protocol.Parser.feed_shaped` say None otherwise), and
-otherwise :meth:`.reader.Reader.take_read` routes the same bytes the
-plain way.  :func:`take_own` makes the message ``feed`` and ``route``
-would (subject, sid, header block, payload, connection) and counts it the
-same; :func:`route_one` is ``route`` of one message.  A caller that asked
-with a :class:`~jsclient.protocol.ReplyShape` gets what the shape's reader
-made of the frame, or the message when the reader routed it or the shape's
-reader did not know it, which the shape's decoder then makes the same value
-of (KV get, direct get, JetStream publish).
+Runs on a ``request()`` or ``flush()`` caller's thread, and on the reader's
+for its part (:func:`park`, :func:`poll_before_recv`, :func:`route_one`).
+Locks: the read side's ``token``, only tried, with nothing held; under it
+the plain path's (``sub_lock``, ``settle_lock``, a subscription's
+``_cond``, ``write_lock`` and ``send_lock``); their order:
+:mod:`jsclient.core`.  Every shortcut falls back to the plain path and gives
+its result; the invariants that make it so: docs/guides/internals.rst, "The fast path of a request".
 """
 
 from __future__ import annotations

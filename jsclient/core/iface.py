@@ -6,7 +6,7 @@
 * :class:`HotPath`: the mechanics under those that the hot paths use (a
   request whose reply is read in one match, sending the buffer now, the
   core's scheduler threads).  What the first two rest on is stated in
-  :mod:`jsclient.core.fastpath`.
+  docs/guides/internals.rst.
 * :class:`CoreAPI`: both, which is what the layers hold as ``conn.core``
   (the current :class:`~jsclient.core.session.Session`; a forked child
   gets a new one, so hold the connection, not its core).  One type because

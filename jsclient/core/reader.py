@@ -4,10 +4,11 @@
 it parsed to the router (:mod:`jsclient.core.router`).  It never runs user
 code and never waits on a user.  This is the plain path.  A thread blocked
 in ``request()`` or ``flush()`` may instead take the read side's token and
-read and route for itself, while the reader steps aside: that fast path,
-the reader's part in it (parking, polling) and every invariant it rests on
-are in :mod:`jsclient.core.fastpath`, and who holds the token when is the
-machine in :mod:`jsclient.core.readside`.
+read and route for itself, while the reader steps aside: that fast path
+and the reader's part in it (parking, polling) are in
+:mod:`jsclient.core.fastpath` (the invariants it rests on:
+docs/guides/internals.rst), and who holds the token when is the machine in
+:mod:`jsclient.core.readside`.
 
 Locks (their order: :mod:`jsclient.core`): the read side's ``token``, one
 per transport; the parser, the receive buffer and ``spin`` belong to its

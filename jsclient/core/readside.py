@@ -42,7 +42,7 @@ HITS_TO_RETURN = 8
 
 
 class SpinBackoff:
-    """Whether the token's holder polls before it sleeps (see :mod:`.fastpath`, Polling)."""
+    """Whether the token's holder polls before it sleeps (why: docs/guides/internals.rst, Polling)."""
 
     __slots__ = ("hits", "misses", "skip")
 

@@ -4,24 +4,15 @@ One wildcard inbox (``<inbox_prefix>.<random>.*``) serves every request of
 a connection; each request gets a token, the last token of its reply
 subject, and a :class:`~jsclient.core.state.Waiter` (``request()``) or a
 :class:`~jsclient.futures.ReplyFuture` (``request_async``) listed in the
-router's ``waiters`` under it before the request is sent.
+router's ``waiters`` under it before the request is sent.  How a failed
+request tells whether it can have reached the server: docs/guides/internals.rst, "How a request failed".
 
 Threads: **callers** list and unlist their entries; the **reader** pops
 an entry when its reply arrives (:mod:`jsclient.core.router`), or the
-caller pops its own when it reads the reply itself (the fast path, with
-its frame sent straight to the socket and the reply taken whole:
+caller pops its own when it reads the reply itself (the fast path,
 :mod:`jsclient.core.fastpath`); the **timer thread** (``jsclient-timer``)
 sweeps expired futures (:meth:`Requests.sweep`).  Whoever pops an entry
 settles it, so each settles once.
-
-How a request failed is part of its error (``outcome`` and ``failure``,
-see :mod:`jsclient.errors`): a timeout says whether the connection was
-lost while it waited (``losses``, ``lost_at``), and closing tells each
-request whether it can have reached the server.  A request queued while
-the link is down waits in the write buffer, and only a new link (a new
-``Link.gen``) sends that buffer; so a request queued offline at generation
-*g* that is still waiting when the connection closes at *g* never left
-(``_unsent``): NOT_DELIVERED, where every other one is UNKNOWN.
 
 Locks (their order: :mod:`jsclient.core`): ``mux_lock`` guards creating
 the inbox; ``deadline_lock`` guards ``sweeping`` and ``_unsent``.  A forked

@@ -1,17 +1,11 @@
 """The router: parser events in, deliveries out.  No socket, no thread, no clock.
 
-:meth:`Router.route` takes the events :class:`jsclient.protocol.Parser`
-made of one read and hands each to its destination: a subscription's queue,
-a ``request()`` caller's :class:`~jsclient.core.state.Waiter`, a
-``request_async`` future, the oldest PING's waiter; PINGs, INFO and -ERR go
-to the :class:`RouterSink`.  Tests feed it events and look at the tables,
-the way h11's state machine is tested without sockets.
-
-This is the plain path, the reference for the fast path's shortcuts
-(:func:`~jsclient.core.fastpath.route_one`,
-:func:`~jsclient.core.fastpath.take_own`,
-:func:`~jsclient.core.fastpath.take_shaped`), which work on these same
-tables; :mod:`jsclient.core.fastpath` says why they give the same result.
+:meth:`Router.route` hands each event of one read to its destination (a
+subscription's queue, a waiter, a future, a PING's waiter, or the
+:class:`RouterSink`): the plain path, which the fast path's shortcuts give
+the same result as (docs/guides/internals.rst, "The fast path of a request").  How a
+reply settles a future (:func:`settle_reply`) is written here, so that
+:mod:`.requests` imports it and the two do not import each other.
 
 Threads: ``route`` runs on whichever thread holds the read side's token
 (the reader, or a caller reading its own reply): one at a time, so
@@ -21,11 +15,6 @@ operations are atomic, and a waiter is listed before its request is sent;
 whoever pops an entry settles it).  The reader thread only ever makes
 messages: a caller's :class:`~jsclient.protocol.ReplyShape` reader runs on
 that caller's thread.
-
-How a reply settles a future (:func:`settle_reply`, with
-:func:`no_responders` and :func:`count_settled`) is written here, where
-replies are delivered; :mod:`.requests` imports it, so the two modules do
-not import each other.
 
 Locks (their order: :mod:`jsclient.core`): ``sub_lock`` guards changes to
 ``subs``.  The futures' lock (:func:`jsclient.futures.settle_lock`)

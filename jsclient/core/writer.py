@@ -8,7 +8,7 @@ Threads:
   back-pressure), and ``request``/``flush`` send at once for latency
   (:meth:`Writer.send_soon`; a request() frame may skip the buffer,
   :meth:`Writer.send_frame`, whose invariant is in
-  :mod:`jsclient.core.fastpath`);
+  docs/guides/internals.rst);
 * ``jsclient-flusher`` (:func:`flusher_main`) sends the rest, so many frames
   leave in one ``sendall``.  While async requests keep coming it polls
   instead of being woken for each: a thread blocking on one of their
@@ -246,7 +246,7 @@ class Writer:
         With nothing buffered and nobody sending, the frame goes to the
         socket from here without passing through the buffer: the request()
         fast path's send (why that keeps the wire order:
-        :mod:`jsclient.core.fastpath`).  It is a Writer method because the
+        docs/guides/internals.rst).  It is a Writer method because the
         writer's two locks make it safe.  False (nothing queued) as
         :meth:`queue_message`.
         """

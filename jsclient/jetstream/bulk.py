@@ -2,44 +2,11 @@
 
 A :class:`BulkReader` belongs to one thread at a time (Spark runs one task
 per Python worker process; the per-process pool in
-:mod:`jsclient.spark.connections` hands it out) and takes no lock.  It has
-no reader thread: the asking thread sends a request and reads the socket
-itself, cutting the replies into header blocks and payloads with the link's
-own :class:`jsclient.protocol.Parser`
-(:meth:`~jsclient.protocol.Parser.feed_replies`), without an event or message
-object per reply and without handing anything between threads.  That is what
-a reader of millions of messages pays for on every one of them through a
-shared :class:`jsclient.Connection`.  Every frame it sends is encoded by
-:mod:`jsclient.protocol`, and the server's PINGs and -ERRs come to it as that
-parser's events.
-
-Two ways to ask: batched direct gets (ADR-31, :meth:`BulkReader.read`),
-which leave no trace on the server, and pulls from a consumer the caller
-made (:meth:`BulkReader.pull`), which cost the server a third as much per
-message (no delivery headers to format, no pending count per batch).
-:meth:`BulkReader.pull_runs` pulls the same way for a caller that cuts the
-runs of plain MSG frames that make up most of a pull itself, in bulk (the
-Spark source, with Arrow kernels): the reader gathers what it receives into
-pieces of a megabyte or so, hands each to the caller's cutter, and cuts
-what the cutter leaves (a status, a PING, a message with headers) with its
-parser.  A
-server before 2.11 ignores a direct get's ``batch`` and sends one message
-without an end: from such a server (its INFO says so) ``read`` asks for one
-message at a time instead, a round trip each, so that it still reads every
-message once.
-
-Statuses are judged by the consumption engine's tables
-(:data:`~.manager.DIRECT_BATCH`, :data:`~.manager.FETCH`) and mapped to
-errors by :func:`.status.reply_error`, the one mapping; not through a
-:class:`~.channel.Channel`, which takes from a subscription: this link has
-none, and a no-wait pull with no acks has no heartbeats, flow control or
-order for a message manager to keep.
-
-The next request goes out as soon as a batch's end arrives, so the server
-fills the socket while the caller decodes.  Any fault closes the link and
-raises; the next read opens a new one.  Reading stops between requests, never
-inside one, so an abandoned read leaves at most one batch in flight, which a
-new link does not see.
+:mod:`jsclient.spark.connections` hands it out) and takes no lock: it has
+no reader thread, so a reader of millions of messages pays for no event,
+message object or hand-over between threads per reply.  How it asks
+(direct gets, pulls, runs cut in bulk), and what it does with statuses and
+faults: docs/guides/internals.rst, "Bulk reads".
 """
 
 from __future__ import annotations

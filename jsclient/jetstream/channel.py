@@ -1,25 +1,9 @@
 """The consumption engine: a delivery port, its message manager and a verdict table, one step at a time.
 
-Every JetStream workflow that takes from a subscription (push
-``next_msg`` and callbacks, the ordered subscription and the ordered
-consumer, pull ``fetch`` and ``messages()``, the batched direct get, and
-the publish-ack collectors of fast ingest and the Spark sink) asks a
-:class:`Channel` for its next :class:`Step` and acts on its
-:class:`~.manager.Verdict`: the one the workflow's table gave, or the
-channel's own two (timed out, woken), so every layer reads one enum.
-The channel takes from the port, has the manager judge each message by
-the workflow's table, handles heartbeats and flow control itself, and
-turns a status into its error through :func:`.status.reply_error`, the
-one mapping, by what the channel's messages answer
-(:class:`~.status.Request`).
-The workflows are the policies: what an end, a warning, a reset or a
-wake-up means for them.
-
-The per-message loops (fetch, ``messages()``, ``next_msg``, the batched
-direct get) call :meth:`Channel.take`, which hands a user message over as
-it is and makes a :class:`Step` only for the rest, and compare verdicts
-with this module's aliases (:data:`MESSAGE`, ...): they run once per
-message, where a Step and an enum attribute lookup each would show.
+Every JetStream workflow that takes from a subscription asks a
+:class:`Channel` for its next step and acts on its
+:class:`~.manager.Verdict`, so every layer reads one enum (docs/guides/internals.rst,
+"The consumption engine").
 
 Threads: :meth:`Channel.step` runs on the workflow's **taking thread**,
 one at a time.  :meth:`Channel.wake` may be called from any thread (the

@@ -58,9 +58,8 @@ class JetStream(Reads):
     """JetStream on one connection.  Create with ``nc.jetstream()``.
 
     The direct gets and counter reads are those of :class:`.reads.Reads`.
-    A call made while the connection reconnects may also raise
-    ReconnectBufferFullError: its request did not fit the reconnect buffer,
-    and nothing was sent.
+    Each call's ``Raises`` lists the errors of its own; those every call may
+    raise are listed once, here (:doc:`/guides/errors` says what to do with each).
 
     Args:
         conn: The connection whose requests it makes.
@@ -75,6 +74,19 @@ class JetStream(Reads):
     Raises:
         InvalidArgumentError: A bad ``domain``, ``prefix``, ``timeout`` (0 too) or
             ``publish_async_max_pending``.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow, or two that do not go together; raised
+            before anything is sent.
+        FeatureNotSupportedError: The call, or an option given to it, needs a newer server than the
+            connected one (the error names the release); raised before anything is sent.
+        JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
+        JetStreamAPIError: Any other refusal by the server: a subclass names the case, ``err_code`` carries
+            the server's code.
+        TimeoutError: No answer within the call's ``timeout``, or the context's when it takes none.
+        ConnectionClosedError: The connection is closed or draining.
+        ReconnectBufferFullError: The connection is reconnecting, and the request or message does not fit
+            the reconnect buffer; nothing was sent.
     """
 
     def __init__(
@@ -129,11 +141,6 @@ class JetStream(Reads):
 
         Returns:
             What the account uses (memory, storage, streams, consumers), its limits and its API level.
-
-        Raises:
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.account_info()
 
@@ -145,11 +152,6 @@ class JetStream(Reads):
 
         Returns:
             The API level; 0 for a server before 2.11.
-
-        Raises:
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self.account_info().api.level
 
@@ -165,15 +167,9 @@ class JetStream(Reads):
             The stream's info.
 
         Raises:
-            InvalidArgumentError: A bad config or an unknown field, raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNameInUseError: A stream of that name exists with another configuration.
             StreamSubjectOverlapError: Its subjects overlap another stream's.
             MaximumStreamsError: The account has as many streams as it may.
-            JetStreamAPIError: Any other refusal by the server.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.add_stream(config, fields)
 
@@ -189,14 +185,9 @@ class JetStream(Reads):
             The stream's info after the change.
 
         Raises:
-            InvalidArgumentError: A bad config or an unknown field, raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNotFoundError: No stream of that name.
             JetStreamAPIError: The server refused the change (some fields cannot change), or any other
                 refusal.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.update_stream(config, fields)
 
@@ -211,11 +202,7 @@ class JetStream(Reads):
             The stream's handle, its current info in ``cached_info``.
 
         Raises:
-            InvalidArgumentError: A bad stream name (empty, or with a dot, wildcard, slash or whitespace).
             StreamNotFoundError: No stream of that name.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return Stream(self, self.stream_info(name))
 
@@ -230,15 +217,9 @@ class JetStream(Reads):
             The stream's handle.
 
         Raises:
-            InvalidArgumentError: A bad config or an unknown field, raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNameInUseError: A stream of that name exists with another configuration.
             StreamSubjectOverlapError: Its subjects overlap another stream's.
             MaximumStreamsError: The account has as many streams as it may.
-            JetStreamAPIError: Any other refusal by the server.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return Stream(self, self.add_stream(config, **fields))
 
@@ -253,15 +234,10 @@ class JetStream(Reads):
             The stream's handle.
 
         Raises:
-            InvalidArgumentError: A bad config or an unknown field, raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamSubjectOverlapError: A new stream's subjects overlap another stream's.
             MaximumStreamsError: The stream is new, and the account has as many streams as it may.
             JetStreamAPIError: The server refused the change (some fields cannot change), or any other
                 refusal.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return Stream(self, self._admin.create_or_update_stream(config, fields))
 
@@ -280,9 +256,6 @@ class JetStream(Reads):
                 consumer is a push consumer (the handles read pull consumers).
             ConsumerNotFoundError: No such consumer on the stream.
             StreamNotFoundError: No such stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return Consumer(self, self.consumer_info(stream, name))
 
@@ -302,14 +275,9 @@ class JetStream(Reads):
         Raises:
             InvalidArgumentError: A bad name, config or unknown field, or a ``deliver_subject`` (that makes a
                 push consumer); raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNotFoundError: No such stream.
             ConsumerAlreadyExistsError: A consumer of that name exists with another configuration.
             MaximumConsumersError: The stream or account has as many consumers as it may.
-            JetStreamAPIError: Any other refusal by the server.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return pull_consumer(self, stream, config, fields, action="create")
 
@@ -329,14 +297,10 @@ class JetStream(Reads):
         Raises:
             InvalidArgumentError: A bad name, config or unknown field, or a ``deliver_subject`` (that makes a
                 push consumer); raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNotFoundError: No such stream.
             MaximumConsumersError: The consumer is new, and the stream or account has as many as it may.
             JetStreamAPIError: The server refused the change (some fields cannot change), or any other
                 refusal.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return pull_consumer(self, stream, config, fields, action="")
 
@@ -350,11 +314,7 @@ class JetStream(Reads):
             True once the server has deleted it.
 
         Raises:
-            InvalidArgumentError: A bad stream name (empty, or with a dot, wildcard, slash or whitespace).
             StreamNotFoundError: No stream of that name.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.delete_stream(name)
 
@@ -373,11 +333,7 @@ class JetStream(Reads):
             The stream's config and state.
 
         Raises:
-            InvalidArgumentError: A bad name or ``subjects_filter``, raised before anything is sent.
             StreamNotFoundError: No stream of that name.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.stream_info(name, subjects_filter, deleted_details)
 
@@ -389,12 +345,6 @@ class JetStream(Reads):
 
         Returns:
             The info of each stream.
-
-        Raises:
-            InvalidArgumentError: A bad ``subject``, raised before anything is sent.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.streams(subject)
 
@@ -406,12 +356,6 @@ class JetStream(Reads):
 
         Returns:
             The names.
-
-        Raises:
-            InvalidArgumentError: A bad ``subject``, raised before anything is sent.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.stream_names(subject)
 
@@ -425,11 +369,7 @@ class JetStream(Reads):
             The stream's name.
 
         Raises:
-            InvalidArgumentError: A bad ``subject``, raised before anything is sent.
             StreamNotFoundError: No stream, or more than one, listens on ``subject``; the text says which.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.find_stream(subject)
 
@@ -452,9 +392,6 @@ class JetStream(Reads):
             InvalidArgumentError: A bad name, subject or number, or both ``seq`` and ``keep``; raised before
                 anything is sent.
             StreamNotFoundError: No stream of that name.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.purge_stream(name, subject, seq, keep)
 
@@ -490,9 +427,6 @@ class JetStream(Reads):
             FeatureNotSupportedError: ``start_time`` on a server before 2.11.
             MessageNotFoundError: No message matches.
             StreamNotFoundError: No such stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within ``timeout``.
-            ConnectionClosedError: The connection is closed or draining.
         """
         wait = answer_limit(timeout, self.timeout)
         return self._admin.get_msg(stream, seq, last_by_subj, next_by_subj, start_time, wait)
@@ -509,12 +443,8 @@ class JetStream(Reads):
             True once the server has deleted it.
 
         Raises:
-            InvalidArgumentError: A bad name or sequence, raised before anything is sent.
             StreamNotFoundError: No such stream.
             JetStreamAPIError: No message at ``seq``, the stream denies deletes, or any other refusal.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.delete_msg(stream, seq, erase)
 
@@ -564,10 +494,6 @@ class JetStream(Reads):
                 ``limit_marker_ttl``; raised before anything is sent.
             FeatureNotSupportedError: ``limit_marker_ttl`` on a server before 2.11.
             StreamNameInUseError: The bucket exists with other options.
-            JetStreamAPIError: Any other refusal by the server.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.create_key_value(bucket, {
             "history": history, "ttl": ttl, "max_bytes": max_bytes, "max_value_size": max_value_size,
@@ -586,14 +512,10 @@ class JetStream(Reads):
             The bucket.
 
         Raises:
-            InvalidArgumentError: A bad name, or an unknown or bad option; raised before anything is sent.
             FeatureNotSupportedError: ``limit_marker_ttl`` on a server before 2.11.
             StreamNotFoundError: No such bucket (its stream ``KV_<bucket>`` does not exist).
             JetStreamAPIError: The server refused the change (some options cannot change), or any other
                 refusal.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.update_key_value(bucket, options)
 
@@ -602,11 +524,6 @@ class JetStream(Reads):
 
         Returns:
             The bucket names, sorted.
-
-        Raises:
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.names(KEY_VALUE)
 
@@ -615,11 +532,6 @@ class JetStream(Reads):
 
         Returns:
             The status of each bucket, sorted by name.
-
-        Raises:
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.statuses(KEY_VALUE)
 
@@ -633,11 +545,7 @@ class JetStream(Reads):
             The bucket.
 
         Raises:
-            InvalidArgumentError: A bad bucket name (letters, digits, ``-`` and ``_`` only).
             BucketNotFoundError: No such bucket.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.key_value(bucket)
 
@@ -651,11 +559,7 @@ class JetStream(Reads):
             True once the server has deleted it.
 
         Raises:
-            InvalidArgumentError: A bad bucket name (letters, digits, ``-`` and ``_`` only).
             StreamNotFoundError: No such bucket (its stream ``KV_<bucket>`` does not exist).
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.delete_key_value(bucket)
 
@@ -690,12 +594,7 @@ class JetStream(Reads):
             The object store.
 
         Raises:
-            InvalidArgumentError: A bad name or option, raised before anything is sent.
             StreamNameInUseError: The store exists with other options.
-            JetStreamAPIError: Any other refusal by the server.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.create_object_store(bucket, {
             "description": description, "ttl": ttl, "max_bytes": max_bytes, "storage": storage,
@@ -712,11 +611,7 @@ class JetStream(Reads):
             The object store.
 
         Raises:
-            InvalidArgumentError: A bad bucket name (letters, digits, ``-`` and ``_`` only).
             ObjectStoreNotFoundError: No such object store.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.object_store(bucket)
 
@@ -725,11 +620,6 @@ class JetStream(Reads):
 
         Returns:
             The store names, sorted.
-
-        Raises:
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.names(OBJECT_STORE)
 
@@ -738,11 +628,6 @@ class JetStream(Reads):
 
         Returns:
             The status of each object store, sorted by name.
-
-        Raises:
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.statuses(OBJECT_STORE)
 
@@ -756,11 +641,7 @@ class JetStream(Reads):
             True once the server has deleted it.
 
         Raises:
-            InvalidArgumentError: A bad bucket name (letters, digits, ``-`` and ``_`` only).
             ObjectStoreNotFoundError: No such object store.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._stores.delete_object_store(bucket)
 
@@ -787,7 +668,6 @@ class JetStream(Reads):
 
         Raises:
             InvalidArgumentError: A bad name, config, field or ``action``, raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNotFoundError: No such stream.
             ConsumerAlreadyExistsError: ``action="create"``, and the consumer exists with another
                 configuration.
@@ -795,9 +675,6 @@ class JetStream(Reads):
             MaximumConsumersError: The stream or account has as many consumers as it may.
             JetStreamAPIError: The server refused the change (some fields cannot change), or any other
                 refusal.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within ``timeout``.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.add_consumer(stream, config, action, fields, timeout)
 
@@ -814,15 +691,10 @@ class JetStream(Reads):
             The consumer's info after the change.
 
         Raises:
-            InvalidArgumentError: A bad name, config or field, raised before anything is sent.
-            FeatureNotSupportedError: The config uses a feature the connected server is too old for.
             StreamNotFoundError: No such stream.
             ConsumerDoesNotExistError: There is no such consumer.
             JetStreamAPIError: The server refused the change (some fields cannot change), or any other
                 refusal.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self.add_consumer(stream, config, action="update", **fields)
 
@@ -839,12 +711,8 @@ class JetStream(Reads):
             The consumer's config and state.
 
         Raises:
-            InvalidArgumentError: A bad name or ``timeout``, raised before anything is sent.
             ConsumerNotFoundError: No such consumer on the stream.
             StreamNotFoundError: No such stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within ``timeout``.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.consumer_info(stream, consumer, answer_limit(timeout, self.timeout))
 
@@ -859,12 +727,8 @@ class JetStream(Reads):
             True once the server has deleted it.
 
         Raises:
-            InvalidArgumentError: A bad stream or consumer name, raised before anything is sent.
             ConsumerNotFoundError: No such consumer on the stream.
             StreamNotFoundError: No such stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.delete_consumer(stream, consumer)
 
@@ -878,11 +742,7 @@ class JetStream(Reads):
             The info of each consumer.
 
         Raises:
-            InvalidArgumentError: A bad stream name (empty, or with a dot, wildcard, slash or whitespace).
             StreamNotFoundError: No such stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.consumers(stream)
 
@@ -896,11 +756,7 @@ class JetStream(Reads):
             The names.
 
         Raises:
-            InvalidArgumentError: A bad stream name (empty, or with a dot, wildcard, slash or whitespace).
             StreamNotFoundError: No such stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.consumer_names(stream)
 
@@ -920,9 +776,6 @@ class JetStream(Reads):
                 anything is sent.
             FeatureNotSupportedError: A server before 2.11.
             ConsumerNotFoundError: No such consumer on the stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.pause_consumer(stream, consumer, until)
 
@@ -937,12 +790,8 @@ class JetStream(Reads):
             The consumer's pause, now not paused.
 
         Raises:
-            InvalidArgumentError: A bad stream or consumer name, raised before anything is sent.
             FeatureNotSupportedError: A server before 2.11.
             ConsumerNotFoundError: No such consumer on the stream.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.resume_consumer(stream, consumer)
 
@@ -958,13 +807,8 @@ class JetStream(Reads):
             The consumer's info, with the sequence it delivers from next in ``reset_seq``.
 
         Raises:
-            InvalidArgumentError: A bad name or ``seq``, raised before anything is sent.
             FeatureNotSupportedError: A server before 2.14.
             ConsumerNotFoundError: No such consumer on the stream.
-            JetStreamAPIError: Any other refusal by the server.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._admin.reset_consumer(stream, consumer, seq)
 
@@ -977,13 +821,9 @@ class JetStream(Reads):
             group: The priority group whose pin to release.
 
         Raises:
-            InvalidArgumentError: A bad name or group, raised before anything is sent.
             FeatureNotSupportedError: A server before 2.11.
             ConsumerNotFoundError: No such consumer on the stream.
             JetStreamAPIError: Any other refusal by the server (a group the consumer does not have, say).
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         self._admin.unpin_consumer(stream, consumer, group)
 
@@ -1065,9 +905,6 @@ class JetStream(Reads):
             ConsumerNotFoundError: ``consumer`` names no consumer of the stream.
             StreamNotFoundError: No stream of that name, or no stream (or several) stores ``subject``.
             JetStreamAPIError: The server refused to create the consumer.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._subscriber.subscribe(
             subject, durable=durable, queue=queue, stream=stream, consumer=consumer, config=config, cb=callback,
@@ -1092,19 +929,15 @@ class JetStream(Reads):
         """A pull subscription (ADR-13): ``fetch`` batches or iterate ``messages()``.
 
         ``group`` makes it a member of the consumer's priority group (ADR-42,
-        server 2.11+): ``min_pending``/``min_ack_pending`` under the overflow
-        policy, ``priority`` (0 first, to 9) under prioritized; under
-        pinned_client the pin is kept and renewed by itself.
+        server 2.11+); under pinned_client the pin is kept and renewed by itself.
 
         Args:
-            subject: The subject to read (wildcards allowed); it also finds the stream when ``stream`` is left
-                out, and filters a consumer created here.
+            subject: As :meth:`subscribe`'s.
             durable: The durable consumer to bind to, or to create; left out (with no ``consumer``), an
                 ephemeral one.
-            stream: The stream to read; left out, the one that stores ``subject``.
-            consumer: An existing consumer to bind to.
-            config: The configuration of a consumer to create; when binding to an existing one, the fields it
-                sets must match that consumer's.
+            stream: As :meth:`subscribe`'s.
+            consumer: As :meth:`subscribe`'s.
+            config: As :meth:`subscribe`'s.
             group: The consumer's priority group to pull as a member of.
             min_pending: With ``group``, under the overflow policy: this member's pulls are served only while
                 the consumer has at least this many messages pending.
@@ -1125,9 +958,6 @@ class JetStream(Reads):
             ConsumerNotFoundError: ``consumer`` names no consumer of the stream.
             StreamNotFoundError: No stream of that name, or no stream (or several) stores ``subject``.
             JetStreamAPIError: The server refused to create the consumer.
-            JetStreamNotEnabledError: No JetStream answered (not enabled, or not for this account or domain).
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._subscriber.pull_subscribe(
             subject, durable, stream=stream, consumer=consumer, config=config, group=group,
@@ -1152,12 +982,10 @@ class JetStream(Reads):
     ) -> PubAck:
         """Publish and wait for the stream's ack.
 
-        ``ttl`` (whole seconds >= 1, or "never") removes the message after
-        that long (ADR-43: the stream needs ``allow_msg_ttl``).  ``schedule``
-        makes the message a schedule that publishes its body to
-        ``schedule_target`` (ADR-51: the stream needs ``allow_msg_schedules``).
-        A 503 (no stream answered, as during a leader election) is retried a
-        few times with backoff before NoStreamResponseError.
+        A ``ttl`` needs a stream with ``allow_msg_ttl`` (ADR-43), a ``schedule``
+        one with ``allow_msg_schedules`` (ADR-51).  A 503 (no stream answered,
+        as during a leader election) is retried a few times with backoff
+        before NoStreamResponseError.
 
         Args:
             subject: Where to publish; a stream must store it.
@@ -1200,9 +1028,6 @@ class JetStream(Reads):
                 same ``msg_id``.
             MessageTTLError: The stream refused the ``ttl`` (TTLs are off on it, or the value is invalid).
             ScheduleError: The stream refused the schedule.
-            JetStreamAPIError: Any other refusal by the stream.
-            ConnectionClosedError: The connection is closed or draining.
-            ReconnectBufferFullError: Reconnecting, and the message does not fit the reconnect buffer; not sent.
         """
         options = publish_options(msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                   expected_last_msg_id, ttl, schedule, schedule_target, schedule_source,
@@ -1232,34 +1057,17 @@ class JetStream(Reads):
         future resolves; none hangs.  ``retry_on_no_responders=N`` sends the
         same message again (same headers, so give a ``msg_id``), up to N times
         with backoff, when no stream answered (as while a stream elects a new
-        leader), before the future fails with NoStreamResponseError.  ``ttl``
-        and the schedule options are those of :meth:`publish`.
+        leader), before the future fails with NoStreamResponseError.  The
+        message's options are those of :meth:`publish`.
 
         Args:
-            subject: Where to publish; a stream must store it.
-            payload: The message body (bytes-like).
-            msg_id: Sets ``Nats-Msg-Id``: the stream stores a message with this id once within its duplicate
-                window.
-            expected_stream: Refuse the message unless this stream stores it.
-            expected_last_seq: Refuse the message unless the stream's last sequence is this.
-            expected_last_subject_seq: Refuse the message unless the last message on ``subject`` has this
-                sequence (0: there is none yet).
-            expected_last_msg_id: Refuse the message unless the stream's last message has this ``msg_id``.
-            headers: Headers to send with the message.
+            subject, payload, msg_id, expected_stream, expected_last_seq: As :meth:`publish`'s.
+            expected_last_subject_seq, expected_last_msg_id, headers: As :meth:`publish`'s.
             timeout: Seconds to wait for room in the window, then for the ack (the future fails with
                 TimeoutError after that); left out, the context's; ``None``, no limit (see :doc:`/conventions`).
             retry_on_no_responders: How many times to send the message again while no stream answers; each
                 try waits up to ``timeout`` for its ack (unlike :meth:`publish`, whose tries share one).
-            ttl: Remove the message after this many whole seconds (at least 1), or ``"never"`` (it then outlives
-                the stream's ``max_age``).
-            schedule: Make the message a schedule: an aware ``datetime`` (once, then), a ``timedelta`` (every so
-                often) or the ADR-51 text (``@every 5m``, ``@hourly``, a cron line of 6 fields, ...).
-                Repeating schedules need server 2.14.
-            schedule_target: The subject the schedule publishes to: another subject of the stream.
-            schedule_source: Publish the last message on this subject (no wildcards) instead of the
-                schedule's own body; server 2.14+ (2.12 would ignore it, so it is refused there).
-            schedule_ttl: The ``ttl`` of each message the schedule publishes.
-            schedule_time_zone: The IANA zone (``"Europe/Amsterdam"``) a cron schedule runs in; left out, UTC.
+            ttl, schedule, schedule_target, schedule_source, schedule_ttl, schedule_time_zone: As :meth:`publish`'s.
 
         Returns:
             A future resolved with the stream's ack, or failed with what :meth:`publish` would raise once the
@@ -1267,13 +1075,9 @@ class JetStream(Reads):
             ConnectionClosedError).
 
         Raises:
-            InvalidArgumentError: A bad subject, header or option (a ``schedule_*`` option without ``schedule``,
-                say), or a message over the server's ``max_payload``; raised before anything is sent.
-            BadPayloadError: ``payload`` is not bytes-like (a ``str``, say).
-            FeatureNotSupportedError: ``ttl``, ``schedule`` or ``schedule_source`` on a server too old for it.
+            InvalidArgumentError: As :meth:`publish`.
+            BadPayloadError: As :meth:`publish`.
             TimeoutError: The window stayed full for ``timeout``; nothing was sent.
-            ConnectionClosedError: The connection is closed or draining.
-            ReconnectBufferFullError: Reconnecting, and the message does not fit the reconnect buffer; not sent.
         """
         options = publish_options(msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                   expected_last_msg_id, ttl, schedule, schedule_target, schedule_source,
@@ -1295,7 +1099,6 @@ class JetStream(Reads):
             timeout: Seconds to wait; ``None``, no limit; ``0``, do not wait (see :doc:`/conventions`).
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``.
             TimeoutError: Futures were still unresolved after ``timeout``.
         """
         self._publisher.completed(take_limit(timeout))
@@ -1306,9 +1109,8 @@ class JetStream(Reads):
     ) -> BatchAck:
         """Publish up to 1,000 messages as one atomic batch (ADR-50): all are stored, or none.
 
-        ``messages`` are ``(subject, data)`` pairs or mappings with the keys
-        subject, data, headers, msg_id; every one is checked before anything
-        is sent.  The stream needs ``allow_atomic=True`` (server 2.12+).
+        Every message is checked before anything is sent.  The stream needs
+        ``allow_atomic=True`` (server 2.12+).
 
         Args:
             messages: The messages, ``(subject, data)`` pairs or mappings with the keys subject, data,
@@ -1335,8 +1137,6 @@ class JetStream(Reads):
                 time; read the stream before sending it again.
             NoStreamResponseError: No stream stores the subject of the last message.
             TimeoutError: No ack within ``timeout``; the batch may still have been stored.
-            ConnectionClosedError: The connection is closed or draining.
-            ReconnectBufferFullError: Reconnecting, and the message does not fit the reconnect buffer; not sent.
         """
         wait = answer_limit(timeout, self.timeout)
         # An older server ignores the batch headers and stores every message on its own: not atomic.
@@ -1354,15 +1154,9 @@ class JetStream(Reads):
     ) -> fastbatch.FastBatchAck:
         """Publish any number of messages as one fast-ingest batch (ADR-50, server 2.14+).
 
-        ``messages`` are (subject, data) pairs or mappings with subject, data,
-        headers, msg_id, from any iterable (a generator streams).  The stream
-        needs ``allow_batched``.  The server sets the pace: an ack every
-        ``flow`` messages at most, and the publisher waits when
-        ``outstanding_acks`` acks are due.  With ``gaps="fail"`` (the default)
-        every message is stored, in order, or FastBatchError says how many
-        were; with ``gaps="ok"`` lost or refused messages are reported in the
-        returned ack and the batch goes on.  ``timeout`` bounds each wait for
-        the server.
+        The stream needs ``allow_batched``.  The server sets the pace (an ack
+        every ``flow`` messages at most); with ``gaps="fail"`` every message is
+        stored, in order, or FastBatchError says how many were.
 
         Args:
             messages: The messages: any iterable of ``(subject, data)`` pairs or mappings with the keys
@@ -1388,11 +1182,8 @@ class JetStream(Reads):
                 how many were.
             BatchNotEnabledError: The stream does not take fast-ingest batches (it needs ``allow_batched``).
             BatchTooManyInflightError: The stream or server has too many batches open; try again later.
-            JetStreamAPIError: Any other refusal by the stream.
             NoStreamResponseError: No stream stores a message's subject.
             TimeoutError: No answer from the stream within ``timeout`` during one of the waits.
-            ConnectionClosedError: The connection is closed or draining.
-            ReconnectBufferFullError: Reconnecting, and the message does not fit the reconnect buffer; not sent.
         """
         return fastbatch.publish_stream(
             self, messages, gaps=gaps, flow=flow, outstanding_acks=outstanding_acks,
@@ -1411,7 +1202,6 @@ class JetStream(Reads):
             (or leave the ``with`` block).
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``.
             FeatureNotSupportedError: A server before 2.12.
         """
         batch = AtomicBatch(self, timeout)

@@ -23,7 +23,7 @@ class Counters:
 
     ``add``, ``get`` and ``get_many`` are the bodies of the context's
     ``counter_add``, ``counter_get`` and ``counter_get_many``, whose
-    docstrings they keep.
+    docstrings say what they take, return and raise.
 
     Args:
         js: The context whose publishes and reads it uses.
@@ -33,31 +33,24 @@ class Counters:
         """Keep ``js``; nothing is checked or sent.
 
         Raises:
-            Nothing: the context is taken as it is.
+            : Nothing; the context is taken as it is.
         """
         self._js = js
 
     def add(self, subject: str, delta: int, timeout: float) -> int:
-        """Add ``delta`` to the counter on ``subject`` (the context's ``counter_add``).
+        """Add ``delta`` to the counter on ``subject``: :meth:`jsclient.JetStream.counter_add`, which says more.
 
         Args:
-            subject: The counter's subject; a stream with ``allow_msg_counter`` must store it.
-            delta: What to add, any int.
+            subject: As there.
+            delta: As there.
             timeout: Seconds to wait for the stream's ack.
 
         Returns:
             The counter's new total.
 
         Raises:
-            InvalidArgumentError: A bad subject or ``timeout``, or a ``delta`` that is not an int; raised before
-                anything is sent.
-            FeatureNotSupportedError: A server before 2.12.
-            CounterError: The stream refused the add (counters are off on it, say).
-            NoStreamResponseError: No stream stores ``subject``.
-            TimeoutError: No ack within ``timeout``; the add may have happened.
-            JetStreamAPIError: The stream acked without a total, or any other refusal.
-            ConnectionClosedError: The connection is closed or draining.
-            ReconnectBufferFullError: Reconnecting, and the add does not fit the reconnect buffer; not sent.
+            JetStreamAPIError: The stream acked without a total; and what :meth:`jsclient.JetStream.counter_add`
+                raises.
         """
         check_publish_subject(subject)
         headers = {msgopts.INCR_HEADER: msgopts.increment_value(delta)}
@@ -68,24 +61,18 @@ class Counters:
         return int(ack.val)
 
     def get(self, stream: str, subject: str, timeout: float) -> int:
-        """The total of the counter on ``subject`` (the context's ``counter_get``).
+        """The total of the counter on ``subject``: :meth:`jsclient.JetStream.counter_get`, whose docstring says more.
 
         Args:
-            stream: The stream that holds the counter.
-            subject: The counter's subject (no wildcards).
+            stream: As there.
+            subject: As there.
             timeout: Seconds to wait for the direct get's answer.
 
         Returns:
             The counter's total.
 
         Raises:
-            InvalidArgumentError: A bad name, subject or ``timeout``, raised before anything is sent.
-            FeatureNotSupportedError: A server before 2.12.
-            MessageNotFoundError: Nothing was ever added on ``subject``.
-            StreamNotFoundError: No such stream.
-            TimeoutError: No answer in time.
-            JetStreamAPIError: ``subject`` holds no counter, or any other refusal by the server.
-            ConnectionClosedError: The connection is closed or draining.
+            Error: What :meth:`jsclient.JetStream.counter_get` raises.
         """
         check_publish_subject(subject)
         self._js.require(features.COUNTERS)
@@ -96,25 +83,19 @@ class Counters:
         return api.decode_counter(data, subject)
 
     def get_many(self, stream: str, subjects: list[str], timeout: float) -> dict[str, int]:
-        """The totals of many counters as of one moment (the context's ``counter_get_many``).
+        """The totals of many counters as of one moment: :meth:`jsclient.JetStream.counter_get_many`, whose docstring
+        says more.
 
         Args:
-            stream: The stream that holds the counters.
-            subjects: The counters' subjects (wildcards allowed on a stream with ``allow_direct``), at most 1024.
+            stream: As there.
+            subjects: As there.
             timeout: Seconds to wait for each of the direct get's answers.
 
         Returns:
             Each counter's total by its subject; subjects nothing was added on are left out.
 
         Raises:
-            InvalidArgumentError: A bad name, subject list or ``timeout``, raised before anything is sent; or a
-                wildcard, on a stream without ``allow_direct``.
-            FeatureNotSupportedError: A server before 2.12.
-            TooManySubjectsError: The subjects match more than the server reads at once.
-            StreamNotFoundError: No such stream.
-            TimeoutError: No answer in time.
-            JetStreamAPIError: A subject holds no counter, or any other refusal by the server.
-            ConnectionClosedError: The connection is closed or draining.
+            Error: What :meth:`jsclient.JetStream.counter_get_many` raises.
         """
         js = self._js
         js.require(features.COUNTERS)  # before the multi-subject get, which a 2.10 server refuses otherwise

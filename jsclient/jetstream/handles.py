@@ -59,6 +59,17 @@ class Stream:
     ``js.create_or_update_stream(...)``.  A handle holds no resources: share
     it between threads, drop it without closing.  Its calls wait the
     context's ``timeout`` for the server's answer.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow, or two that do not go together; raised
+            before anything is sent.
+        FeatureNotSupportedError: A field or option needs a newer server than the connected one; raised
+            before anything is sent.
+        StreamNotFoundError: The stream was deleted.
+        JetStreamAPIError: Any other refusal by the server: a subclass names the case (JetStreamNotEnabledError:
+            no JetStream answered), ``err_code`` carries the server's code.
+        TimeoutError: No answer within the context's timeout.
+        ConnectionClosedError: The connection is closed or draining.
     """
 
     def __init__(self, js: JetStream, info: StreamInfo) -> None:
@@ -88,13 +99,6 @@ class Stream:
 
         Returns:
             The stream's info.
-
-        Raises:
-            InvalidArgumentError: ``subjects_filter`` is not a valid subject, raised before anything is sent.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
-            JetStreamAPIError: Any other refusal (JetStreamNotEnabledError: no JetStream answered).
         """
         self.cached_info = self._js.stream_info(self.name, subjects_filter, deleted_details=deleted_details)
         return self.cached_info
@@ -113,9 +117,6 @@ class Stream:
         Raises:
             InvalidArgumentError: A bad subject, a negative ``seq`` or ``keep``, or both, raised before anything
                 is sent.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal, for example from a stream that denies purges.
         """
         return self._js.purge_stream(self.name, subject, seq, keep)
@@ -137,10 +138,6 @@ class Stream:
             InvalidArgumentError: None of the three given, ``last_by_subj`` with another, a ``seq`` below 1 or a
                 bad subject, raised before anything is sent.
             MessageNotFoundError: No message matches.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
-            JetStreamAPIError: Any other refusal.
         """
         return self._js.get_msg(self.name, seq, last_by_subj=last_by_subj, next_by_subj=next_by_subj)
 
@@ -155,10 +152,6 @@ class Stream:
             True (a refusal raises instead).
 
         Raises:
-            InvalidArgumentError: ``seq`` is not an int >= 1, raised before anything is sent.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal: no message has that sequence, or the stream denies deletes.
         """
         return self._js.delete_msg(self.name, seq, erase=erase)
@@ -177,10 +170,6 @@ class Stream:
             InvalidArgumentError: A bad name (raised before anything is sent), or a push consumer of that name
                 (the handles read pull consumers).
             ConsumerNotFoundError: The stream has no consumer of that name.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
-            JetStreamAPIError: Any other refusal.
         """
         return self._js.consumer(self.name, name)
 
@@ -199,13 +188,8 @@ class Stream:
         Raises:
             InvalidArgumentError: An unknown or bad field, or a ``deliver_subject`` (that makes a push
                 consumer), raised before anything is sent.
-            FeatureNotSupportedError: A field needs a newer server than the one connected, raised before sending.
             ConsumerAlreadyExistsError: A consumer of that name exists with another configuration.
             MaximumConsumersError: The stream or the account has as many consumers as it may.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
-            JetStreamAPIError: Any other refusal.
         """
         return pull_consumer(self._js, self.name, config, fields, action="create")
 
@@ -221,11 +205,7 @@ class Stream:
 
         Raises:
             InvalidArgumentError: An unknown or bad field, or a ``deliver_subject``, raised before anything is sent.
-            FeatureNotSupportedError: A field needs a newer server than the one connected, raised before sending.
             ConsumerDoesNotExistError: There is no consumer of that name to update.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal, for example a field that cannot change.
         """
         return pull_consumer(self._js, self.name, config, fields, action="update")
@@ -242,11 +222,7 @@ class Stream:
 
         Raises:
             InvalidArgumentError: An unknown or bad field, or a ``deliver_subject``, raised before anything is sent.
-            FeatureNotSupportedError: A field needs a newer server than the one connected, raised before sending.
             MaximumConsumersError: A new consumer, and the stream or the account has as many as it may.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal, for example a field of an existing consumer that cannot change.
         """
         return pull_consumer(self._js, self.name, config, fields, action="")
@@ -261,12 +237,7 @@ class Stream:
             True (a refusal raises instead).
 
         Raises:
-            InvalidArgumentError: A bad name, raised before anything is sent.
             ConsumerNotFoundError: The stream has no consumer of that name.
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
-            JetStreamAPIError: Any other refusal.
         """
         return self._js.delete_consumer(self.name, name)
 
@@ -275,12 +246,6 @@ class Stream:
 
         Returns:
             The names.
-
-        Raises:
-            TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
-            StreamNotFoundError: The stream was deleted.
-            JetStreamAPIError: Any other refusal.
         """
         return self._js.consumer_names(self.name)
 
@@ -367,6 +332,11 @@ class Consumer:
     Get one from a :class:`Stream`'s consumer calls or ``js.consumer``.  It
     holds no subscription between calls: share it between threads, drop it
     without closing.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow, or two that do not go together; raised
+            before anything is sent.
+        ConnectionClosedError: The connection is closed or draining.
     """
 
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
@@ -398,7 +368,6 @@ class Consumer:
         Raises:
             ConsumerNotFoundError: The consumer was deleted.
             TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
             StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal.
         """
@@ -414,7 +383,6 @@ class Consumer:
         Raises:
             ConsumerNotFoundError: The consumer was deleted already.
             TimeoutError: No answer within the context's timeout.
-            ConnectionClosedError: The connection is closed.
             StreamNotFoundError: The stream was deleted.
             JetStreamAPIError: Any other refusal.
         """
@@ -448,7 +416,6 @@ class Consumer:
             JetStreamStatusError: The server ended the request with an error status before any message came:
                 NoRespondersStatusError (no such consumer), ConsumerDeletedError, MaxWaitingExceededError, or a
                 request over the consumer's limits (MaxRequestBatchExceededError and the like).
-            ConnectionClosedError: The connection is closed.
         """
         return _fetch_once(self._js, self.stream, self.name, max_messages, answer_limit(timeout), max_bytes, heartbeat)
 
@@ -464,9 +431,7 @@ class Consumer:
             What the consumer had ready, in order (``[]`` when nothing).
 
         Raises:
-            InvalidArgumentError: A bad ``max_messages`` or ``max_bytes``, raised before the pull request is sent.
             JetStreamStatusError: As for :meth:`fetch`.
-            ConnectionClosedError: The connection is closed.
         """
         return _fetch_once(
             self._js, self.stream, self.name, max_messages, self._js.timeout, max_bytes, None, no_wait=True
@@ -483,9 +448,7 @@ class Consumer:
 
         Raises:
             TimeoutError: No message came within ``timeout``.
-            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
             JetStreamStatusError: As for :meth:`fetch`.
-            ConnectionClosedError: The connection is closed.
         """
         got = self.fetch(1, timeout=timeout)
         if not got:
@@ -523,10 +486,6 @@ class Consumer:
 
         Returns:
             The iterator; iterating it raises the error that ends consumption (ConsumerDeletedError, say).
-
-        Raises:
-            InvalidArgumentError: A bad value or combination, raised before any pull request is sent.
-            ConnectionClosedError: The connection is closed.
         """
         count, size, share, expires, heartbeat = _buffer(
             max_messages, max_bytes, threshold_messages, threshold_bytes, expires, heartbeat
@@ -574,7 +533,6 @@ class Consumer:
         Raises:
             InvalidArgumentError: ``callback`` is not callable, or a bad value or combination (as for
                 :meth:`messages`), raised before any pull request is sent.
-            ConnectionClosedError: The connection is closed.
         """
         if not callable(callback):
             raise InvalidArgumentError(f"callback must be callable, not {callback!r}")

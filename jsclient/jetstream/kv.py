@@ -202,6 +202,19 @@ class KeyValue:
     Share it between threads.  Its calls wait the context's ``timeout`` for
     the server's answer.  A key is letters, digits and ``- / _ = .``, with no
     empty token, and does not start with ``_kv``.
+
+    Every call may raise:
+        InvalidArgumentError: A bad key (as above), or another argument its Args do not allow; raised before
+            anything is sent.
+        BadPayloadError: A value that is not bytes-like.
+        FeatureNotSupportedError: A ``ttl`` on a server before 2.11; raised before anything is sent.
+        MessageTTLError: A ``ttl`` given to a bucket that takes none (it was made without ``limit_marker_ttl``).
+        StreamNotFoundError: The bucket was deleted (a write says it as NoStreamResponseError: no stream
+            stores the key).
+        JetStreamAPIError: Any other refusal by the server, such as a value over the bucket's
+            ``max_value_size``; ``err_code`` carries the server's code.
+        TimeoutError: No answer within the context's timeout.
+        ConnectionClosedError: The connection is closed or draining.
     """
 
     def __init__(self, js: JetStream, bucket: str, direct: bool, *, origin: str | None = None) -> None:
@@ -242,13 +255,8 @@ class KeyValue:
             The entry, with its value, its revision and the time it was stored.
 
         Raises:
-            InvalidArgumentError: A bad key or revision, raised before anything is sent.
             KeyNotFoundError: The key has no value: never set, its entries removed, or no entry at ``revision``.
             KeyDeletedError: A KeyNotFoundError for an entry that is a delete or purge marker (its ``entry``).
-            TimeoutError: No answer within the context's timeout.
-            StreamNotFoundError: The bucket was deleted.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         if revision is None and self._direct:
             # The hot path: a key checked before has its direct-get subject ready.
@@ -308,12 +316,9 @@ class KeyValue:
         Raises:
             InvalidArgumentError: A bad key, or a value over the server's max_payload, raised before anything
                 is sent.
-            BadPayloadError: ``value`` is not bytes-like.
             TimeoutError: No ack within the context's timeout; the value may still have been stored.
-            NoStreamResponseError: No stream stores the key: the bucket was deleted.
             JetStreamAPIError: The bucket refused the value, for example one over its ``max_value_size``, or a
                 full bucket.
-            ConnectionClosedError: The connection is closed.
         """
         check_key(key)
         return self._js.publish(self._prefix + key, value).seq
@@ -334,14 +339,9 @@ class KeyValue:
         Raises:
             InvalidArgumentError: A bad key or ``ttl``, or a value over the server's max_payload, raised before
                 anything is sent.
-            BadPayloadError: ``value`` is not bytes-like.
             KeyExistsError: The key has a value.
-            FeatureNotSupportedError: ``ttl`` needs a newer server than the one connected, raised before sending.
-            MessageTTLError: The bucket takes no TTLs (it was made without ``limit_marker_ttl``).
             TimeoutError: No ack within the context's timeout; the value may still have been stored.
-            NoStreamResponseError: No stream stores the key: the bucket was deleted.
             JetStreamAPIError: Any other refusal, such as a value over the bucket's ``max_value_size``.
-            ConnectionClosedError: The connection is closed.
         """
         check_key(key)
         if ttl is not None:
@@ -378,12 +378,9 @@ class KeyValue:
         Raises:
             InvalidArgumentError: A bad key or ``last``, or a value over the server's max_payload, raised
                 before anything is sent.
-            BadPayloadError: ``value`` is not bytes-like.
             KeyWrongRevisionError: The key is at another revision.
             TimeoutError: No ack within the context's timeout; the value may still have been stored.
-            NoStreamResponseError: No stream stores the key: the bucket was deleted.
             JetStreamAPIError: Any other refusal, such as a value over the bucket's ``max_value_size``.
-            ConnectionClosedError: The connection is closed.
         """
         return self._update(key, value, last, None)
 
@@ -409,12 +406,8 @@ class KeyValue:
             The revision of the delete marker.
 
         Raises:
-            InvalidArgumentError: A bad key or ``last``, raised before anything is sent.
             KeyWrongRevisionError: ``last`` was given and the key is at another revision.
             TimeoutError: No ack within the context's timeout; the marker may still have been stored.
-            NoStreamResponseError: No stream stores the key: the bucket was deleted.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         return self._marker(key, Headers({OPERATION_HEADER: DEL}), last)
 
@@ -431,14 +424,8 @@ class KeyValue:
             The revision of the purge marker.
 
         Raises:
-            InvalidArgumentError: A bad key, ``last`` or ``ttl``, raised before anything is sent.
             KeyWrongRevisionError: ``last`` was given and the key is at another revision.
-            FeatureNotSupportedError: ``ttl`` needs a newer server than the one connected, raised before sending.
-            MessageTTLError: The bucket takes no TTLs (it was made without ``limit_marker_ttl``).
             TimeoutError: No ack within the context's timeout; the marker may still have been stored.
-            NoStreamResponseError: No stream stores the key: the bucket was deleted.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         return self._marker(key, Headers({OPERATION_HEADER: PURGE, "Nats-Rollup": "sub"}), last, ttl)
 
@@ -484,11 +471,8 @@ class KeyValue:
         Raises:
             InvalidArgumentError: A bad filter, flag or revision, or ``updates_only``, ``include_history`` and
                 ``resume_from_revision`` together (any two), raised before anything is sent.
-            StreamNotFoundError: The bucket was deleted.
             TimeoutError: Creating the watch's consumer got no answer, retried for up to a minute; or its info
                 got none within the context's timeout.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         filters = [keys] if isinstance(keys, str) else keys
         if not isinstance(filters, list) or not filters:
@@ -526,12 +510,8 @@ class KeyValue:
             The keys.
 
         Raises:
-            InvalidArgumentError: A bad filter, raised before anything is sent.
             TimeoutError: An entry did not come within the context's timeout, or the consumer that reads them
                 could not be made in time.
-            StreamNotFoundError: The bucket was deleted.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         found: dict[str, None] = {}
         with self.watch(filter, ignore_deletes=False, meta_only=True) as watcher:
@@ -556,9 +536,6 @@ class KeyValue:
         Raises:
             InvalidArgumentError: ``older_than`` is not a finite number, raised before anything is sent.
             TimeoutError: An entry did not come, or a purge got no answer, within the context's timeout.
-            StreamNotFoundError: The bucket was deleted.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) or older_than != older_than:
             raise InvalidArgumentError(f"older_than must be a number of seconds, not {older_than!r}")
@@ -588,13 +565,9 @@ class KeyValue:
             The entries, oldest first.
 
         Raises:
-            InvalidArgumentError: A bad key, raised before anything is sent.
             KeyNotFoundError: The key has no entry at all.
             TimeoutError: An entry did not come within the context's timeout, or the consumer that reads them
                 could not be made in time.
-            StreamNotFoundError: The bucket was deleted.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         check_key(key)
         with self.watch(key, include_history=True) as watcher:
@@ -608,12 +581,6 @@ class KeyValue:
 
         Returns:
             The bucket's status.
-
-        Raises:
-            TimeoutError: No answer within the context's timeout.
-            StreamNotFoundError: The bucket was deleted.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         return bucket_status(self.bucket, self._js.stream_info(self.stream))
 

@@ -1,13 +1,8 @@
 """The message-manager layer: every message a JetStream subscription receives gets one verdict.
 
-A status is classified once (:func:`.status.classify`, a :class:`.status.Kind`)
-and looked up in its workflow's table below, which says what it means there:
-hand it to the user, it was handled here, the request or batch ended, a
-passing trouble to telegraph before asking again, recreate the consumer
-(ordered), or a terminal error.  The tables are the whole policy; the
-consumption engine (:mod:`.channel`) hands each verdict on as it is, adding
-its own two (timed out, woken), and the workflows (push.py, pull.py,
-ordered.py, handles.py, direct.py, bulk.py) act on verdicts.
+A status is classified once (:func:`.status.classify`) and looked up in its
+workflow's table below: the tables are the whole policy (docs/guides/internals.rst,
+"The consumption engine").
 
 Threads:
 

@@ -154,6 +154,15 @@ class ObjectStore:
     Share it between threads.  Its calls wait the context's ``timeout`` for
     the server's answer; ``put`` and the gets take a ``timeout`` of their own
     for the object's chunks.
+
+    Every call may raise:
+        InvalidArgumentError: A bad object name, or another argument its Args do not allow; raised before
+            anything is sent.
+        ObjectStoreNotFoundError: The bucket was deleted (``seal`` says StreamNotFoundError).
+        JetStreamAPIError: Any other refusal by the server, for example from a sealed bucket; ``err_code``
+            carries the server's code.
+        TimeoutError: No answer within the context's timeout (or the call's ``timeout``, for the chunks).
+        ConnectionClosedError: The connection is closed or draining.
     """
 
     def __init__(self, js: JetStream, bucket: str) -> None:
@@ -191,12 +200,7 @@ class ObjectStore:
             The description (size, chunks, digest, headers and metadata), or the link it is.
 
         Raises:
-            InvalidArgumentError: A bad name, raised before anything is sent.
             ObjectNotFoundError: No object of that name (or only a deleted one, unless ``include_deleted``).
-            ObjectStoreNotFoundError: The bucket was deleted.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         found = self._info(check_name(name))
         if found is None or (found.deleted and not include_deleted):
@@ -230,11 +234,8 @@ class ObjectStore:
             The descriptions, one per object.
 
         Raises:
-            ObjectStoreNotFoundError: The bucket was deleted.
             TimeoutError: A description did not come within the context's timeout, or the consumer that reads
                 them could not be made in time.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         with self.watch(include_history=False, ignore_deletes=not include_deleted) as watcher:
             return list(watcher.initial())
@@ -255,11 +256,8 @@ class ObjectStore:
         Raises:
             InvalidArgumentError: A flag that is not a bool, or ``updates_only`` with ``include_history``,
                 raised before anything is sent.
-            ObjectStoreNotFoundError: The bucket was deleted.
             TimeoutError: Creating the watch's consumer got no answer, retried for up to a minute; or its info
                 got none within the context's timeout.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         for what, flag in (("include_history", include_history), ("ignore_deletes", ignore_deletes),
                            ("updates_only", updates_only)):
@@ -293,9 +291,6 @@ class ObjectStore:
             ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
             DigestMismatchError: The description has no chunks, but a size or digest that is not an empty
                 object's.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         wait = answer_limit(timeout, self._js.timeout)
         info = self.info(name)
@@ -324,8 +319,6 @@ class ObjectStore:
             DigestMismatchError: The bytes read do not match the object's size or digest.
             ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
             TimeoutError: No answer within the context's timeout (the description) or ``timeout`` (the chunks).
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         with self.get(name, timeout=timeout) as reader:
             return reader.readall()
@@ -350,8 +343,6 @@ class ObjectStore:
             DigestMismatchError: The bytes read do not match the object's size or digest.
             ObjectStoreNotFoundError: The bucket was deleted, or a link leads to a bucket that is not there.
             TimeoutError: No answer within the context's timeout (the description) or ``timeout`` (the chunks).
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         target = Path(path)
         partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
@@ -405,12 +396,10 @@ class ObjectStore:
                 ``data`` (a str, say), or ``meta`` with those keywords, raised before anything is sent; or a file
                 object that gives str, not bytes.
             OSError: The file cannot be read.
-            ObjectStoreNotFoundError: The bucket was deleted.
             TimeoutError: A chunk's or the description's ack did not come within ``timeout``: the chunks stored
                 are purged, and the previous version stays.
             JetStreamAPIError: The stream refused a chunk or the description, for example because the bucket is
                 full or sealed.
-            ConnectionClosedError: The connection is closed.
         """
         if meta is not None:
             if not isinstance(meta, ObjectMeta):
@@ -523,12 +512,7 @@ class ObjectStore:
             The deleted object's description (``deleted`` True, no size).
 
         Raises:
-            InvalidArgumentError: A bad name, raised before anything is sent.
             ObjectNotFoundError: No object of that name was ever stored (or it went with its history).
-            ObjectStoreNotFoundError: The bucket was deleted.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
-            ConnectionClosedError: The connection is closed.
         """
         info = self.info(name, include_deleted=True)
         if info.deleted:
@@ -561,13 +545,8 @@ class ObjectStore:
             The updated description.
 
         Raises:
-            InvalidArgumentError: A bad name or value.
             ObjectNotFoundError: No object of that name.
             ObjectExistsError: An object named ``new_name`` exists.
-            ObjectStoreNotFoundError: The bucket was deleted.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
-            ConnectionClosedError: The connection is closed.
         """
         info = self.info(name)
         changes: dict[str, Any] = {}
@@ -605,10 +584,6 @@ class ObjectStore:
             InvalidArgumentError: A bad name, or a ``target`` that is no ObjectInfo, is deleted or is a link
                 itself, raised before anything is sent.
             ObjectExistsError: An object (not a link) has that name.
-            ObjectStoreNotFoundError: The bucket was deleted.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
-            ConnectionClosedError: The connection is closed.
         """
         if not isinstance(target, ObjectInfo):
             raise InvalidArgumentError(f"add_link needs the target's ObjectInfo, not {type(target).__name__}")
@@ -629,12 +604,7 @@ class ObjectStore:
             The link's description.
 
         Raises:
-            InvalidArgumentError: A bad name or bucket name, raised before anything is sent.
             ObjectExistsError: An object (not a link) has that name.
-            ObjectStoreNotFoundError: The bucket was deleted.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal, for example from a sealed bucket.
-            ConnectionClosedError: The connection is closed.
         """
         other = bucket.bucket if isinstance(bucket, ObjectStore) else check_bucket(bucket)
         return self._link(name, ObjectLink(other))
@@ -653,12 +623,6 @@ class ObjectStore:
 
         Returns:
             The bucket's status, now sealed.
-
-        Raises:
-            StreamNotFoundError: The bucket was deleted.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         info = self._js.stream_info(self.stream)
         return bucket_status(self.bucket, self._js.update_stream(api.replace(info.config, sealed=True)))
@@ -668,12 +632,6 @@ class ObjectStore:
 
         Returns:
             The bucket's status.
-
-        Raises:
-            ObjectStoreNotFoundError: The bucket was deleted.
-            TimeoutError: No answer within the context's timeout.
-            JetStreamAPIError: Any other refusal.
-            ConnectionClosedError: The connection is closed.
         """
         try:
             return bucket_status(self.bucket, self._js.stream_info(self.stream))

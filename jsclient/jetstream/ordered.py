@@ -135,6 +135,11 @@ class OrderedSubscription(Bound):
     where delivery stands after a gap, missed heartbeats, a deleted consumer
     or a reconnect (``resets`` counts them).  Iteration ends when the
     subscription or the connection does.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow (a bad ``timeout``, say); raised before anything
+            is sent.
+        ConnectionClosedError: The connection is closed (or, making the subscription, draining).
     """
 
     def __init__(
@@ -158,7 +163,6 @@ class OrderedSubscription(Bound):
             limits: The core subscription's pending limits (messages, bytes); None takes the connection's.
 
         Raises:
-            ConnectionClosedError: The connection is closed or draining.
             TimeoutError: Creating the consumer got no answer, retried for up to a minute.
             JetStreamUnavailableError: JetStream stayed unavailable through a minute of retries
                 (JetStreamNotEnabledError when none answered).
@@ -288,13 +292,11 @@ class OrderedSubscription(Bound):
         Raises:
             TimeoutError: No message within ``timeout``, perhaps because the consumer is being recreated (a
                 later call waits for that to finish).
-            InvalidArgumentError: A bad ``timeout``.
             Error: The subscription has a callback, which takes the messages.
             SubscriptionClosedError: The subscription was unsubscribed, or drained and nothing is left.
             JetStreamAPIError: Recreating the consumer failed, for example with StreamNotFoundError once the
                 stream was deleted; the next call raises it once.
             JetStreamStatusError: The server sent an error status other than a deleted consumer's.
-            ConnectionClosedError: The connection is closed.
         """
         if self._cb is not None and threading.current_thread() is not self._thread:
             raise Error("next_msg cannot be used on a subscription with a callback")
@@ -445,10 +447,8 @@ class OrderedSubscription(Bound):
                 option; ``None``, no limit; ``0`` is refused.
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
             TimeoutError: Messages were still queued after ``timeout``, or the server did not confirm the end
                 of deliveries in time; the subscription ends anyway.
-            ConnectionClosedError: The connection is closed.
         """
         timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         with self._lock:

@@ -4,29 +4,9 @@ Threads: everything here runs on the user's thread except two hooks that
 only hand work over: the reconnect hook (the reconnect thread sets a flag
 and wakes the taker) and the silence alarm (watchdog thread, interrupts the
 taker).  Heartbeats are queued like everything else (the taker skips them)
-and the watchdog counts them: the reader runs no hook here.  Each status gets
-its verdict from the :data:`~.manager.FETCH` or :data:`~.manager.CONSUME`
-table.  Messages and statuses arrive through one core subscription on a
-wildcard inbox (``<inbox>.*``); each pull request gets a fresh token, so a
-status addressed to an older request is recognised and ignored.  Messages
-cannot be attributed to a request (the server rewrites their subject), and
-none is ever dropped: what arrives after a fetch returned waits in the queue
-for the next one.  A PullSubscription is meant for one consuming thread at a
-time; use one per thread (they may share a durable).
-
-A subscription's wildcard inbox, with its delivery port, message manager and
-the pull requests it sends, is a :class:`PullInbox`, which ``fetch`` and a
-:class:`MessageStream` share.
-
-A member of a priority group (ADR-42) names its group in every pull, with
-its thresholds or priority; under ``pinned_client`` it keeps the pin id the
-server gives with a message (``Nats-Pin-Id``) and sends it with every pull,
-and forgets it on a 423 (the server picked another client), pulling again
-without it: the caller sees neither.
-
-Only an ephemeral consumer the library created is deleted on unsubscribe: a
-durable pull consumer is shared by design (several subscriptions, several
-processes), so removing it when one of them leaves would break the others.
+and the watchdog counts them: the reader runs no hook here.  How requests,
+statuses, priority groups and the consumer's deletion work:
+docs/guides/internals.rst, "Pull subscriptions".
 """
 
 from __future__ import annotations
@@ -212,6 +192,11 @@ class PullSubscription(Bound):
 
     Made by ``js.pull_subscribe(...)``.  Meant for one consuming thread at a
     time: use one per thread (they may share a durable consumer).
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow (a bad ``timeout``, say); raised before anything
+            is sent.
+        ConnectionClosedError: The connection is closed (or, making the subscription, draining).
     """
 
     def __init__(
@@ -227,9 +212,6 @@ class PullSubscription(Bound):
             subject: The subject it was made for, or None.
             created: Whether the library created the consumer for it; :meth:`unsubscribe` then deletes it.
             group: The priority-group fields every pull carries (ADR-42), or None.
-
-        Raises:
-            ConnectionClosedError: The connection is closed or draining.
         """
         super().__init__(js, stream, subject, consumer)
         self._delete_on_close = created
@@ -298,7 +280,6 @@ class PullSubscription(Bound):
             JetStreamStatusError: The server ended a request with an error status: NoRespondersStatusError (no
                 such consumer), ConsumerDeletedError, MaxWaitingExceededError, or a request over the consumer's
                 limits (MaxRequestBatchExceededError and the like).
-            ConnectionClosedError: The connection is closed.
         """
         timeout, heartbeat = check_pull(max_messages, "timeout", answer_limit(timeout), max_bytes, heartbeat)
         inbox = self._inbox
@@ -473,10 +454,8 @@ class PullSubscription(Bound):
                 trip); left out, the connection's ``drain_timeout`` option; ``None``, no limit; ``0`` is refused.
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
             TimeoutError: The server did not confirm within ``timeout``, or deleting the consumer got no answer
                 within the context's timeout.
-            ConnectionClosedError: The connection is closed.
             JetStreamAPIError: The server refused to delete the consumer created for this subscription.
         """
         timeout = answer_limit(timeout, self._conn.options.drain_timeout)

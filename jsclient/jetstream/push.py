@@ -58,6 +58,11 @@ class PushSubscription(Bound):
     Made by ``js.subscribe(...)``.  Heartbeats and flow control are handled
     on the way (ADR-15's automatic status management); iteration ends when
     the subscription or the connection does.
+
+    Every call may raise:
+        InvalidArgumentError: An argument its Args do not allow (a bad ``timeout``, say); raised before anything
+            is sent.
+        ConnectionClosedError: The connection is closed (or, making the subscription, draining).
     """
 
     def __init__(
@@ -98,7 +103,6 @@ class PushSubscription(Bound):
             alarm: Seconds of silence after which missed heartbeats are reported, or None.
 
         Raises:
-            ConnectionClosedError: The connection is closed or draining.
             TimeoutError: Creating (or, after losing a race to create it, looking up) the consumer got no answer
                 within the context's timeout.
             JetStreamSubscribeError: The consumer another subscriber created meanwhile does not fit this
@@ -168,13 +172,11 @@ class PushSubscription(Bound):
 
         Raises:
             TimeoutError: No message within ``timeout``.
-            InvalidArgumentError: A bad ``timeout``.
             Error: The subscription has a callback, which takes the messages.
             SubscriptionClosedError: The subscription has ended and nothing is left to take.
             HeartbeatsMissedError: Neither a message nor a heartbeat came for the alarm time (the consumer may
                 be gone).
             JetStreamStatusError: The server sent an error status, such as ConsumerDeletedError.
-            ConnectionClosedError: The connection is closed.
         """
         if self._user_cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
@@ -263,10 +265,8 @@ class PushSubscription(Bound):
                 limit; ``0`` is refused.
 
         Raises:
-            InvalidArgumentError: A bad ``timeout``, raised before anything is sent.
             TimeoutError: Messages were still queued after ``timeout`` (the consumer is then not deleted), or
                 the server did not confirm the end of deliveries in time.
-            ConnectionClosedError: The connection is closed.
         """
         timeout = answer_limit(timeout, self._conn.options.drain_timeout)
         sub = self._sub

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class Reads:
-    """Direct gets and counter reads (see :class:`~jsclient.jetstream.context.JetStream`)."""
+    """Direct gets and counter reads; the errors every call may raise are :class:`.context.JetStream`'s."""
 
     _counters: Counters
 
@@ -65,9 +65,6 @@ class Reads:
             MessageNotFoundError: No message matches.
             StreamNotFoundError: No such stream.
             DirectGetDisabledError: The stream does not allow direct gets.
-            TimeoutError: No answer within ``timeout``.
-            JetStreamAPIError: Any other refusal by the server.
-            ConnectionClosedError: The connection is closed or draining.
         """
         js = self._js()
         wait = answer_limit(timeout, js.timeout)
@@ -119,7 +116,6 @@ class Reads:
             DirectGetDisabledError: While iterating, the stream does not allow direct gets.
             TimeoutError: While iterating, no reply came within ``timeout``.
             JetStreamAPIError: While iterating, any other refusal by the server.
-            ConnectionClosedError: The connection is closed or draining.
         """
         js = self._js()
         return direct_get_batch(
@@ -167,7 +163,6 @@ class Reads:
             DirectGetDisabledError: While iterating, the stream does not allow direct gets.
             TimeoutError: While iterating, no reply came within ``timeout``.
             JetStreamAPIError: While iterating, any other refusal by the server.
-            ConnectionClosedError: The connection is closed or draining.
         """
         js = self._js()
         return direct_get_last_for_subjects(
@@ -200,8 +195,6 @@ class Reads:
             NoStreamResponseError: No stream stores ``subject``.
             TimeoutError: No ack within ``timeout``; the add may have happened.
             JetStreamAPIError: The stream acked without a total, or any other refusal.
-            ConnectionClosedError: The connection is closed or draining.
-            ReconnectBufferFullError: Reconnecting, and the add does not fit the reconnect buffer; not sent.
         """
         return self._counters.add(subject, delta, answer_limit(timeout, self._js().timeout))
 
@@ -223,9 +216,7 @@ class Reads:
             FeatureNotSupportedError: A server before 2.12.
             MessageNotFoundError: Nothing was ever added on ``subject``.
             StreamNotFoundError: No such stream.
-            TimeoutError: No answer in time.
             JetStreamAPIError: ``subject`` holds no counter, or any other refusal by the server.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._counters.get(stream, subject, answer_limit(timeout, self._js().timeout))
 
@@ -251,8 +242,6 @@ class Reads:
             FeatureNotSupportedError: A server before 2.12.
             TooManySubjectsError: The subjects match more than the server reads at once.
             StreamNotFoundError: No such stream.
-            TimeoutError: No answer in time.
             JetStreamAPIError: A subject holds no counter, or any other refusal by the server.
-            ConnectionClosedError: The connection is closed or draining.
         """
         return self._counters.get_many(stream, subjects, answer_limit(timeout, self._js().timeout))

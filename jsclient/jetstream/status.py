@@ -1,24 +1,9 @@
 """Pure classification of JetStream status messages (ADR-15 "Automatic Status Management").
 
 No I/O, no threads: a status message goes in, a :class:`Status` comes out,
-and :func:`reply_error` maps an error status to its exception: the one
-status → error mapping of every JetStream reply, by what the request was
-(:class:`Request`: a consumer's delivery, a direct get, a publish).  The
-push and pull workflows decide what to do with each kind.
-
-Status lines seen from the server::
-
-    NATS/1.0 100 Idle Heartbeat      (Nats-Last-Consumer, Nats-Last-Stream, maybe Nats-Consumer-Stalled)
-    NATS/1.0 100 FlowControl Request (reply subject = the subject to answer)
-    NATS/1.0 404 No Messages         (pull, no_wait)
-    NATS/1.0 408 Request Timeout     (pull request expired; Nats-Pending-Messages/-Bytes)
-    NATS/1.0 408 Interest Expired    (the same, for a request whose interest went away)
-    NATS/1.0 409 <reason>            (consumer deleted, push based, exceeded limits, leadership change, ...)
-    NATS/1.0 423 Nats-Wrong-Pin-Id   (priority groups: the pull's pin id is not the pinned one)
-    NATS/1.0 503                     (no responders)
-
-What each kind *does* is not decided here but in the workflow tables of
-:mod:`jsclient.jetstream.manager`.
+and :func:`reply_error` is the one status → error mapping of every
+JetStream reply.  The status lines the server sends, and who decides what
+each does: docs/guides/internals.rst, "JetStream statuses".
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """The parser: bytes in, events out; the one reading of a MSG/HMSG control line and the entries over it.
 
-:func:`parse_msg_line` is the one reading of a message's control line.  The
-general loop of :meth:`Parser.feed` takes every frame it meets with it, one
-at a time.  Most frames come in runs of one shape, or as the one reply a
-caller waits for, and the fast entries are for those: each takes only what
-it can take whole and sure and leaves anything else to the general loop, so
-that whatever the entry the events, and the errors, are the same
-(tests/test_protocol_entries.py checks each against a reading by
-:func:`parse_msg_line` alone, whole, split and byte by byte):
-
-* ``_msg_run`` and ``_hmsg_run``, runs of plain MSG and of HMSG frames, read
-  each line themselves as the reference reads a well-formed one: a call per
-  frame would cost a run a sixth of its time.  A line they cannot read ends
-  the run, and the general loop names what is wrong with it;
-* :meth:`Parser.feed_one` (a read that is one whole frame) reads its line
-  with :func:`parse_msg_line`;
-* :meth:`Parser.feed_replies` (the replies to a bulk request, for a link
-  that carries nothing else) reads each line's sizes where the server
-  writes them and checks the rest of a read's lines in one go; a read with
-  a line of any other form is read again with :func:`parse_msg_line`;
-* :meth:`Parser.feed_reply` and :meth:`Parser.feed_shaped` take a request()
-  caller's own reply, whose subject and sid it knows: they compare the start
-  of the line and read only the sizes (plain digits), or match the whole
-  frame with a pattern that reads them.
+:func:`parse_msg_line` is the one reading of a message's control line; the
+fast entries (:meth:`Parser.feed_one`, ``feed_reply``, ``feed_shaped``,
+``feed_replies``, the runs of ``feed``) take only what they can take whole
+and sure, so every entry gives the general loop's events and errors (how
+each does: docs/guides/internals.rst, "The parser's entries").  Sans-IO: no socket, thread or clock.
 """
 
 from __future__ import annotations
@@ -339,13 +321,7 @@ class Parser:
         reply are the message's details), MSG frames are taken too, with an
         empty header block, and each message's control line less its
         operation and sizes (``<subject> <sid> <reply>``) goes to ``args``.
-
-        A fast entry: each line's sizes are read where the server writes them
-        and the rest of the lines of a read are checked in one go
-        (:func:`_plain`), so that a million messages do not cost a million
-        readings; a read with any other line is read again line by line with
-        :func:`parse_msg_line`, which names what is wrong.  Feed from a
-        frame's start, as the handshake leaves a parser: this and
+        Feed from a frame's start, as the handshake leaves a parser: this and
         :meth:`feed` do not take turns within a frame.
         """
         buf = self._buf
@@ -496,18 +472,10 @@ class Parser:
     def _msg_run(self, rest: memoryview, pos: int, append: Any) -> int:
         """Parse the run of plain MSG frames at the start of ``rest`` (input from ``pos``); return where it ends.
 
-        Replies, acks and core messages arrive as long runs of MSG frames
-        without headers.  One split at CRLF cuts a whole run into control
-        lines and payloads, far cheaper than finding each frame's bounds.  The
-        run stops at the first frame it cannot take whole and sure: another
-        operation, a payload containing CRLF (its length will not match),
-        anything malformed, or the end of the input.  The general loop goes on
-        from there, so the events are the same as when fed byte by byte.
-
-        A fast entry: it reads each control line itself, as
-        :func:`parse_msg_line` reads a well-formed one (a call per frame
-        would cost a run a sixth of its time), and leaves any other line to
-        the general loop, which names what is wrong with it.
+        One split at CRLF cuts a run of replies, acks or core messages into
+        lines and payloads; it stops at the first frame it cannot take whole
+        and sure (another operation, a payload containing CRLF, anything
+        malformed, the end), where the general loop goes on.
         """
         lines = bytes(rest).split(b"\r\n")
         make = self.msg_class
@@ -540,15 +508,9 @@ class Parser:
         return pos
 
     def _hmsg_run(self, buf: bytearray, view: memoryview, pos: int, size: int, append: Any) -> int:
-        """Parse the run of whole HMSG frames at ``pos``; return where it ends (``pos``: none taken).
-
-        JetStream deliveries and direct-get batches arrive as long runs of
-        HMSG frames to one subject.  This loop takes each frame in one go
-        (control line, header block and payload) and decodes a repeated
-        subject once; it stops at anything it cannot take whole and sure,
-        and the general loop goes on from there with the same result.  A fast
-        entry, as :meth:`_msg_run` is.
-        """
+        """Parse the run of whole HMSG frames at ``pos`` (JetStream deliveries, direct-get batches); return where
+        it ends (``pos``: none taken).  Each frame is taken in one go and a repeated subject decoded once; it
+        stops, as :meth:`_msg_run` does, at anything it cannot take whole and sure."""
         make = self.msg_class
         limit = self.max_control_line
         find = buf.find
