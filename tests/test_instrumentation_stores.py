@@ -116,15 +116,15 @@ def test_a_kv_get_makes_one_span_and_a_jetstream_request_inside_it_is_its_child(
     otel.exporter.clear()
     with otel.tracer.start_as_current_span("root") as root:
         assert kv.get("k").value == b"2"  # a direct get straight through the core: no span of its own
-        assert kv.get("k", revision=first).value == b"1"  # a direct get by sequence, through nc.request
+        assert kv.get("k", revision=first).value == b"1"  # a direct get by sequence: a JetStream API span
     latest, by_revision = otel.spans("kv.get orders")
     assert latest.parent is not None and latest.parent.span_id == root.get_span_context().span_id
     inner = [s for s in otel.spans() if s.parent is not None and s.parent.span_id in {span_id(latest),
                                                                                       span_id(by_revision)}]
     assert [(s.name, s.parent.span_id if s.parent else None) for s in inner] == [
-        ("request $JS.API.DIRECT.GET.KV_orders", span_id(by_revision))
+        ("jetstream DIRECT.GET", span_id(by_revision))
     ]
-    assert {s.name for s in otel.spans()} == {"root", "kv.get orders", "request $JS.API.DIRECT.GET.KV_orders"}
+    assert {s.name for s in otel.spans()} == {"root", "kv.get orders", "jetstream DIRECT.GET"}
 
 
 def test_history_and_keys_are_spans_too(kv: jsclient.KeyValue, otel: Otel) -> None:

@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.metrics import Counter
 from opentelemetry.trace import Link, Span, SpanKind
 
 from ..errors import BadAckSubjectError, Error, JetStreamAPIError
@@ -103,15 +102,11 @@ def install(patches: Patches, tel: Telemetry) -> None:
     from ..jetstream.reads import Reads
     from ..message import Msg
 
-    errors = tel.meter.create_counter(
-        "jsclient.jetstream.api.errors", unit="{error}",
-        description="JetStream API calls that failed, by operation, error type and the server's error code.",
-    )
     request = patches.beneath(Connection, "request")
     request_async = patches.beneath(Connection, "request_async")
     subscribe = patches.beneath(Connection, "subscribe")
-    patches.wrap(Connection, "request", lambda original: _api_request(tel, errors, original, request))
-    patches.wrap(Connection, "request_async", lambda original: _api_request_async(tel, errors, original, request_async))
+    patches.wrap(Connection, "request", lambda original: _api_request(tel, original, request))
+    patches.wrap(Connection, "request_async", lambda original: _api_request_async(tel, original, request_async))
     patches.wrap(Connection, "subscribe", lambda original: _core_subscribe(original, subscribe))
     patches.wrap(JetStream, "publish", lambda original: _publish(tel, original))
     patches.wrap(JetStream, "publish_async", lambda original: _publish_async(tel, original))
@@ -623,21 +618,12 @@ def _refusal(call: ApiCall, reply: Msg) -> Error | None:
     return None
 
 
-def _count_error(errors: Counter, call: ApiCall, exc: BaseException) -> None:
-    attrs: dict[str, Any] = {
-        "messaging.system": "nats", "messaging.operation.name": call.op, "error.type": type(exc).__qualname__,
-    }
-    code = getattr(exc, "err_code", None)
-    if isinstance(code, int) and code:
-        attrs["messaging.nats.jetstream.error_code"] = code
-    errors.add(1, attrs)
-
-
-def _answered(span: Span, errors: Counter, call: ApiCall, reply: Msg) -> None:
+def _answered(span: Span, call: ApiCall, reply: Msg) -> None:
+    """An API reply that refuses ends its span with the refusal (``jsclient.jetstream.api.errors`` counts it, once,
+    through :mod:`jsclient.observe`: see :mod:`.metrics`)."""
     refused = _refusal(call, reply)
     if refused is not None:
         failed(span, refused)
-        _count_error(errors, call, refused)
 
 
 def _api_routed(
@@ -662,23 +648,19 @@ def _api_routed(
 
 
 def _api_request(
-    tel: Telemetry, errors: Counter, original: Callable[..., Msg], plain: Callable[..., Msg]
+    tel: Telemetry, original: Callable[..., Msg], plain: Callable[..., Msg]
 ) -> Callable[..., Msg]:
     def traced(conn: Connection, call: ApiCall, send: Callable[[], Msg]) -> Msg:
         with tel.span(f"jetstream {call.op}", SpanKind.CLIENT, _api_attributes(tel, conn, call)) as span:
-            try:
-                reply = send()
-            except BaseException as exc:
-                _count_error(errors, call, exc)
-                raise
-            _answered(span, errors, call, reply)
+            reply = send()
+            _answered(span, call, reply)
             return reply
 
     return _api_routed(original, plain, traced)
 
 
 def _api_request_async(
-    tel: Telemetry, errors: Counter, original: Callable[..., Any], plain: Callable[..., Any]
+    tel: Telemetry, original: Callable[..., Any], plain: Callable[..., Any]
 ) -> Callable[..., Any]:
     def traced(conn: Connection, call: ApiCall, send: Callable[[], Future[Msg]]) -> Future[Msg]:
         span = tel.tracer.start_span(f"jetstream {call.op}", kind=SpanKind.CLIENT,
@@ -687,7 +669,6 @@ def _api_request_async(
             future = send()
         except BaseException as exc:
             failed(span, exc)
-            _count_error(errors, call, exc)
             span.end()
             raise
 
@@ -696,9 +677,8 @@ def _api_request_async(
                 exc = done.exception()
                 if exc is not None:
                     failed(span, exc)
-                    _count_error(errors, call, exc)
                 else:
-                    _answered(span, errors, call, done.result())
+                    _answered(span, call, done.result())
             span.end()
 
         future.add_done_callback(ended)

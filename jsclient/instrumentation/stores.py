@@ -31,10 +31,13 @@ context variable, so threads sharing a store do not see each other's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from ..errors import KeyDeletedError
@@ -67,6 +70,7 @@ Failure = Callable[[BaseException, Span], None]
 
 def install(patches: Patches, tel: Telemetry) -> None:
     from ..jetstream.kv import KeyValue
+    from ..jetstream.objectreader import ObjectReader
     from ..jetstream.objectstore import ObjectStore
 
     for method, op in (("put", Operation.KV_PUT), ("create", Operation.KV_CREATE), ("update", Operation.KV_UPDATE)):
@@ -78,6 +82,8 @@ def install(patches: Patches, tel: Telemetry) -> None:
     patches.wrap(KeyValue, "keys", lambda original: _kv_keys(tel, original))
     patches.wrap(ObjectStore, "put", lambda original: _obj(tel, Operation.OBJ_PUT, original, _described))
     patches.wrap(ObjectStore, "get", lambda original: _obj(tel, Operation.OBJ_GET, original, _opened))
+    patches.wrap(ObjectReader, "readinto", _read_under_opening)
+    patches.wrap(ObjectReader, "__iter__", _iterate_under_opening)
     patches.wrap(ObjectStore, "get_bytes", lambda original: _obj(tel, Operation.OBJ_GET, original, _read))
     patches.wrap(ObjectStore, "get_file", lambda original: _obj(tel, Operation.OBJ_GET, original, _described))
     patches.wrap(ObjectStore, "info", lambda original: _obj(tel, Operation.OBJ_INFO, original, _described))
@@ -194,8 +200,46 @@ def _described(info: Any, span: Span) -> None:
     span.set_attribute(OBJ_CHUNKS, info.chunks)
 
 
+#: The context of the ``obj.get`` span that opened each reader: the chunks a reader fetches later, after
+#: ``get`` returned, are read under it, so that their spans are that call's children, not traces of their own.
+_OPENED: weakref.WeakKeyDictionary[Any, otel_context.Context] = weakref.WeakKeyDictionary()
+
+
 def _opened(reader: Any, span: Span) -> None:
     _described(reader.info, span)
+    _OPENED[reader] = trace.set_span_in_context(span)
+
+
+def _read_under_opening(original: Callable[..., int]) -> Callable[..., int]:
+    def readinto(self: Any, buffer: Any) -> int:
+        opened = _OPENED.get(self)
+        if opened is None:
+            return original(self, buffer)
+        token = otel_context.attach(opened)
+        try:
+            return original(self, buffer)
+        finally:
+            otel_context.detach(token)
+
+    return readinto
+
+
+def _iterate_under_opening(original: Callable[..., Iterator[bytes]]) -> Callable[..., Iterator[bytes]]:
+    def iterate(self: Any) -> Iterator[bytes]:
+        chunks = original(self)
+        opened = _OPENED.get(self)
+        while True:
+            token = otel_context.attach(opened) if opened is not None else None
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            finally:
+                if token is not None:
+                    otel_context.detach(token)
+            yield chunk
+
+    return iterate
 
 
 def _read(data: Any, span: Span) -> None:
