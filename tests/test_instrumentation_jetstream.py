@@ -159,6 +159,7 @@ def test_publish_batch_is_one_span_whose_context_every_member_carries(js: jsclie
     span = otel.span("publish atom.a")
     assert attrs(span)["messaging.batch.message_count"] == 2
     assert attrs(span)["messaging.nats.stream"] == "ATOM" and attrs(span)["messaging.nats.sequence"] == ack.seq
+    assert otel.total("messaging.client.sent.messages") == 2  # each member once (not again as encoded frames)
     # A span of the commit's own would end on the events thread, before this later publish's does.
     js.publish_async("atom.b", b"").result(timeout=5)
     ended(otel, "publish atom.b")

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind
 
 from .patches import Patches
-from .telemetry import Operation, Telemetry, failed
+from .telemetry import QUIET, Operation, Telemetry, failed
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -87,7 +88,8 @@ def _publish_encoded(tel: Telemetry, original: Callable[..., None]) -> Callable[
         self: Connection, frames: bytes | memoryview, *, messages: int, payload_bytes: int, send_now: bool = False
     ) -> None:
         original(self, frames, messages=messages, payload_bytes=payload_bytes, send_now=send_now)
-        tel.sent.add(messages, metric)
+        if not otel_context.get_value(QUIET):  # a batch's span counted its members
+            tel.sent.add(messages, metric)
 
     return publish_encoded
 

@@ -51,7 +51,7 @@ from ..jetstream.metadata import is_ack_subject
 from ..jetstream.status import Request, classify_header, reply_error
 from .core import traced_callback
 from .patches import Patches
-from .telemetry import Operation, Telemetry, failed
+from .telemetry import QUIET, Operation, Telemetry, failed
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -65,8 +65,6 @@ if TYPE_CHECKING:
     from ..jetstream.pull import PullSubscription
     from ..message import Msg
 
-#: Set while a span of this part stands for a call: the requests made under it get no span of their own.
-_QUIET = otel_context.create_key("jsclient-jetstream-quiet")
 #: Set while ``js.subscribe`` runs: its core subscription's callback is the library's (it judges heartbeats and
 #: flow control, then calls the user's), so the core part must not trace it; the user's callback is traced here.
 _OWN_SUBSCRIBE = otel_context.create_key("jsclient-jetstream-subscribe")
@@ -138,7 +136,7 @@ def _within(ctx: otel_context.Context) -> Iterator[None]:
 
 
 def _quiet(parent: otel_context.Context | None = None) -> otel_context.Context:
-    return otel_context.set_value(_QUIET, True, parent)
+    return otel_context.set_value(QUIET, True, parent)
 
 
 # -- attributes ------------------------------------------------------------------------------------------------
@@ -636,7 +634,7 @@ def _api_routed(
     def request(
         self: Connection, subject: str, payload: bytes = b"", timeout: float | None = 2.0, headers: Any = None
     ) -> Any:
-        if otel_context.get_value(_QUIET):
+        if otel_context.get_value(QUIET):
             return plain(self, subject, payload, timeout, headers)
         call = api_call(subject)
         if call is None:

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 SCOPE = "jsclient.instrumentation"
 #: The span name used unless ``span_name=`` says otherwise: the operation and the message's subject.
 DEFAULT_SPAN_NAME = "{operation} {subject}"
+#: Set (in the OpenTelemetry context) while a part's span stands for a whole call, as a JetStream batch's:
+#: the requests and encoded frames sent under it get no span of their own and are not counted again.
+QUIET = otel_context.create_key("jsclient-quiet")
 #: The fields a ``span_name`` template may use.
 SPAN_NAME_FIELDS = frozenset({"operation", "subject", "pattern"})
 
