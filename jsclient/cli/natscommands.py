@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 
 from ..connection import connect
-from ..errors import Error, NoRespondersError, TimeoutError, UsageError
+from ..errors import Error, NoRespondersError, SlowConsumerError, TimeoutError, UsageError
 from ..headers import Headers
 from .command import EXIT_OK, EXIT_TIMEOUT, connection
 from .output import Progress, emit_json, show_msg, table
@@ -89,6 +89,8 @@ def cmd_sub(args: argparse.Namespace) -> int:
         while args.count == 0 or received < args.count:
             try:
                 msg = sub.next_msg(timeout=args.timeout)
+            except SlowConsumerError:
+                continue  # messages were dropped here: the connection has logged it; the later ones follow
             except TimeoutError:
                 if args.timeout:
                     break
@@ -113,6 +115,8 @@ def cmd_reply(args: argparse.Namespace) -> int:
         while args.count == 0 or answered < args.count:
             try:
                 msg = sub.next_msg(timeout=None)
+            except SlowConsumerError:
+                continue  # requests were dropped here (logged by the connection): answer the later ones
             except Error:
                 break
             msg.respond(args.response.replace("{data}", msg.data.decode(errors="replace")).encode())

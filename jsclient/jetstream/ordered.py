@@ -53,7 +53,7 @@ from ..errors import (
 from ..message import ACK_DISABLED, Msg
 from ..observe import ConsumerKind
 from ..protocol import check_subscribe_subject
-from ..subscription import until_closed
+from ..subscription import UntilClosed
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -386,7 +386,7 @@ class OrderedSubscription(Bound):
         delete_quietly(self._js, self.stream, consumer)
 
     def __iter__(self) -> Iterator[Msg]:
-        return until_closed(self.next_msg)
+        return UntilClosed(self.next_msg)
 
     def _run_callbacks(self) -> None:
         cb = self._cb

@@ -34,7 +34,7 @@ from ..errors import (
 from ..message import ACK_DISABLED, Msg
 from ..observe import ConsumerKind
 from ..protocol import check_queue_name, check_subscribe_subject
-from ..subscription import until_closed
+from ..subscription import UntilClosed
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
@@ -193,7 +193,7 @@ class PushSubscription(Bound):
         raise got.error
 
     def __iter__(self) -> Iterator[Msg]:
-        return until_closed(self.next_msg)
+        return UntilClosed(self.next_msg)
 
     def _dispatch(self, msg: Msg) -> None:
         """Core callback on the dispatcher thread: statuses here, user messages to the user."""
