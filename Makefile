@@ -12,7 +12,7 @@ $(STAMP): setup.cfg setup.py
 	@echo "setting up $(VENV) (pip's output goes to $(VENV)/pip.log)"
 	$(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
-	@$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket,docs]' >> $(VENV)/pip.log 2>&1 \
+	@$(PY) -m pip install --quiet -e '.[test,dev,spark,connect,websocket,docs,otel]' >> $(VENV)/pip.log 2>&1 \
 		|| { cat $(VENV)/pip.log; exit 1; }
 	touch $(STAMP)
 

@@ -172,7 +172,15 @@ DISTANCE_ROWS = [
     for work, title, counts, clients, bound_by in DISTANCE_WORK
     for (key, where, delay), count in zip(PLACES, counts, strict=True)
 ]
-EVERY_ROW = ROWS + JS_ROWS + THREAD_ROWS + DISTANCE_ROWS
+#: jsclient with OpenTelemetry on (benchmarks/instrumented.py) beside the same work off: the rows issue 59 names.
+INSTRUMENTED_MODULE = "benchmarks.instrumented"
+INSTRUMENTED_ROWS = [
+    Row(f"otel_{row.key}", row.title, row.count, ("jsclient", report.OTEL_DROP, report.OTEL_BATCH), None,
+        INSTRUMENTED_MODULE, table=report.INSTRUMENTED)
+    for row in ROWS + JS_ROWS
+    if row.key in ("publish", "next_msg", "request", "js_publish", "js_publish_async", "fetch_ack")
+]
+EVERY_ROW = ROWS + JS_ROWS + THREAD_ROWS + DISTANCE_ROWS + INSTRUMENTED_ROWS
 #: nats-py's single direct gets take ~0.3 ms each: it gets fewer, its rate is per message all the same.
 SHORTER_FOR_PEER = {"direct_batch": 5_000}
 #: The watchdog's population with --smoke.
@@ -299,7 +307,7 @@ def round_order(clients: tuple[str, ...], round_no: int) -> list[str]:
     the other.  Taking turns at going first cancels any cost or gain of
     following another client's run.
     """
-    group = [c for c in (SPIN0, "jsclient", "raw") if c in clients]
+    group = [c for c in (SPIN0, report.OTEL_DROP, "jsclient", report.OTEL_BATCH, "raw") if c in clients]
     if round_no % 2:
         group.reverse()
     return group + [c for c in clients if c not in group]
@@ -396,6 +404,13 @@ def run_rows(rows: list[Row], args: argparse.Namespace,
                     results[row.key][SHARE] = statistics.median(shares)
                     results[row.key][SHARE + " rounds"] = shares
                     print(f"  {row.key:<26} % raw by round: {' '.join(f'{x:.0f}' for x in shares)}", file=sys.stderr)
+                for client, key in report.VERSUS_PLAIN.items():
+                    ratios = paired_ratios(runs, client, "jsclient")
+                    if ratios:
+                        results[row.key][key] = statistics.median(ratios)
+                        results[row.key][key + " rounds"] = ratios
+                        print(f"  {row.key:<26} {key} by round: {' '.join(f'{x:.2f}' for x in ratios)}",
+                              file=sys.stderr)
                 for key, name in ((report.RATE_VS_SPIN0, "rate"), (report.CPU_VS_SPIN0, "cpu_us")):
                     ratios = paired_ratios(runs, "jsclient", SPIN0, name)
                     if ratios:

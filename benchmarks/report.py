@@ -19,11 +19,14 @@ from typing import Any, Protocol
 
 #: The tables a row can be in (see benchmarks/__main__.py).
 MAIN, FEATURES, THREADS, DISTANCE = "client speed", "feature against feature", "threads", "at a distance"
+INSTRUMENTED = "instrumented"
+#: jsclient instrumented with OpenTelemetry's SDK (benchmarks/instrumented.py): spans dropped, or batched.
+OTEL_DROP, OTEL_BATCH = "jsclient-otel-drop", "jsclient-otel-batch"
 #: jsclient connected with spin_wait=0 (it never polls before it sleeps), in the distance rows.
 SPIN0 = "jsclient-spin0"
 #: The clients' columns, in order (the runner's PEERS, then an --old checkout's jsclient).
-COLUMNS = ("jsclient", SPIN0, "nats-py", "nats-py-sync", "nats-py-thread", "pynats2", "natsio", "raw",
-           "jsclient-old")
+COLUMNS = ("jsclient", SPIN0, OTEL_DROP, OTEL_BATCH, "nats-py", "nats-py-sync", "nats-py-thread", "pynats2",
+           "natsio", "raw", "jsclient-old")
 #: The second ratio of the speed and distance tables: jsclient's rate over this peer's.
 SECOND = "natsio"
 SECOND_RATIO = f"ratio {SECOND}"
@@ -144,7 +147,7 @@ def progress(row: Described, client: str, got: dict[str, Any]) -> str:
 
 
 #: The runs of these are jsclient's and the bound's: a round of theirs without a figure fails the run.
-OURS = frozenset({"jsclient", SPIN0, "jsclient-old", "raw"})
+OURS = frozenset({"jsclient", SPIN0, OTEL_DROP, OTEL_BATCH, "jsclient-old", "raw"})
 
 
 def errors(rows: Sequence[Described], results: dict[str, dict[str, Any]]) -> list[str]:
@@ -293,6 +296,37 @@ def threads_table(rows: Sequence[Described], results: dict[str, dict[str, Any]],
     return render(*threads_cells(rows, results, rst, pythons), rst, left=2)
 
 
+#: results keys of an instrumented row: an instrumented client's rate over plain jsclient's, round by round.
+VERSUS_PLAIN = {OTEL_DROP: "rate, spans dropped / off", OTEL_BATCH: "rate, spans batched / off"}
+
+
+def instrumented_cells(rows: Sequence[Described],
+                       results: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Instrumented: each client's rate and CPU per operation, the instrumented rates over the plain one (the
+    median of the rounds' ratios) and what instrumenting adds to the client's CPU per operation."""
+    headers = ["row", "off", CPU, "spans dropped", CPU, "spans batched", CPU, "dropped / off", "batched / off",
+               "+µs/op dropped", "+µs/op batched"]
+    lines = []
+    for row in rows:
+        res = results.get(row.key, {})
+        cells = [row.title]
+        for client in ("jsclient", OTEL_DROP, OTEL_BATCH):
+            got = entry(res, client)
+            cells += [rate_cell(row, got), us((got or {}).get("cpu_us"))]
+        cells += [f"{res[key]:.2f}x" if res.get(key) else "-" for key in VERSUS_PLAIN.values()]
+        plain = (entry(res, "jsclient") or {}).get("cpu_us")
+        for client in (OTEL_DROP, OTEL_BATCH):
+            cpu = (entry(res, client) or {}).get("cpu_us")
+            cells.append(f"{cpu - plain:+.2f}" if cpu is not None and plain is not None else "-")
+        lines.append(cells)
+    return headers, lines
+
+
+def instrumented_table(rows: Sequence[Described], results: dict[str, dict[str, Any]], rst: bool,
+                       pythons: dict[str, str] | None = None) -> list[str]:
+    return render(*instrumented_cells(rows, results), rst)
+
+
 def bound(row: Described) -> float | None:
     """What the distance alone allows a row: what one round trip brings, over the round trip (twice the delay)."""
     return row.in_flight / (2 * row.distance) if row.in_flight and row.distance else None
@@ -435,8 +469,10 @@ def print_all(rows: Sequence[Described], saved: dict[str, Any], *, rst: bool = F
         "loop thread, nats-py-sync a context per thread, pynats2 a connection per thread",
         DISTANCE: "At a distance: the server behind a proxy that holds every chunk 0.25 ms or 1 ms each way; bound = "
         "what a round trip brings / the round trip; spin_wait=0 = jsclient that never polls before it sleeps",
+        INSTRUMENTED: "Instrumented: jsclient with OpenTelemetry's SDK switched on (spans dropped by their processor, "
+        "or batched into memory), beside the same rows off",
     }
-    tables = {THREADS: threads_table, DISTANCE: distance_table}
+    tables = {THREADS: threads_table, DISTANCE: distance_table, INSTRUMENTED: instrumented_table}
     for table, title in titles.items():
         some = [row for row in rows if row.table == table]
         if not some:

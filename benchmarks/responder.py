@@ -2,7 +2,9 @@
 
 It speaks just enough NATS to subscribe and echo each request's payload to
 its reply subject, one process, one thread, so it adds the same small fixed
-cost to every client measured against it and favours none of them.
+cost to every client measured against it and favours none of them.  A request
+with headers (an instrumented client's trace context) is answered with its
+payload alone, as a plain one.
 """
 
 from __future__ import annotations
@@ -31,15 +33,16 @@ def serve(host: str, port: int, subject: str) -> None:
             if nl < 0:
                 break
             line = buf[:nl]
-            if line.startswith(b"MSG "):
+            if line.startswith((b"MSG ", b"HMSG ")):
                 parts = line.split()
                 size = int(parts[-1])
                 end = nl + 2 + size
                 if len(buf) < end + 2:
                     break
-                payload = buf[nl + 2 : end]
-                if len(parts) == 5:
-                    out.append(b"PUB %s %d\r\n%s\r\n" % (parts[3], size, payload))
+                skip = int(parts[-2]) if line.startswith(b"H") else 0  # the header block's length
+                payload = buf[nl + 2 + skip : end]
+                if len(parts) == 5 + (skip > 0 or line.startswith(b"H")):
+                    out.append(b"PUB %s %d\r\n%s\r\n" % (parts[3], size - skip, payload))
                 buf = buf[end + 2 :]
             else:
                 if line == b"PING":

@@ -87,7 +87,7 @@ _EXTERNAL = (
     r"(_thread|abc|argparse|collections|concurrent|contextlib|datetime|dt|email|enum|functools|io|"
     r"logging|os|pathlib|queue|re|socket|ssl|subprocess|threading|types|typing|typing_extensions|"
     r"weakref|hashlib|ipaddress|random|selectors|signal|struct|zoneinfo|json|base64|"
-    r"msgspec|tenacity|nkeys|pyspark|pyarrow|pa|pandas|wsproto|Future|Path|timedelta|datetime|"
+    r"msgspec|tenacity|nkeys|pyspark|pyarrow|pa|pandas|wsproto|opentelemetry|Future|Path|timedelta|datetime|"
     r"Enum|IntEnum|NamedTuple|Struct|RLock|Lock|Event|Thread|Condition|Semaphore|TracebackType|"
     r"Callable|Iterator|Iterable|Mapping|MutableMapping|Sequence|Generator|Any|Self|TypeVar|Generic|"
     r"BinaryIO|IO|RawIOBase|BufferedIOBase|_queue|_io|_collections_abc)(\..*)?"
@@ -227,6 +227,7 @@ TOPICS = (  # a topic's title, then the prefixes of the modules that define its 
     ("Object store", ("jsclient.jetstream.object",)),
     ("JetStream", ("jsclient.jetstream",)),
     ("Services", ("jsclient.micro",)),
+    ("Message tracing", ("jsclient.msgtrace",)),
     ("Other", ("jsclient",)),
 )
 

@@ -6,7 +6,7 @@ Only the public names live here; see the docs (docs/index.rst) for the tour.
 import logging
 
 from ._version import __version__
-from .connection import Connection, State, connect
+from .connection import Connection, State, connect, live_connections
 from .contexts import NatsContext, load_context
 from .errors import (
     AuthorizationError,
@@ -156,6 +156,21 @@ from .jetstream.pull import MessageStream, PullSubscription
 from .jetstream.push import PushSubscription
 from .message import Msg
 from .micro import Endpoint, Group, Service
+from .msgtrace import (
+    ConnectionKind,
+    MessageTrace,
+    ServerTrace,
+    TraceEgress,
+    TraceEvent,
+    TraceIngress,
+    TraceJetStream,
+    TraceOtherEvent,
+    TraceProblem,
+    TraceServer,
+    TraceServiceImport,
+    TraceStreamExport,
+    TraceSubjectMapping,
+)
 from .options import Options
 from .release import ServerVersion
 from .replies import Replies
@@ -187,6 +202,7 @@ __all__ = [
     "ClusterInfo",
     "Connection",
     "ConnectionClosedError",
+    "ConnectionKind",
     "ConnectionLostError",
     "ConsumeContext",
     "Consumer",
@@ -251,6 +267,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageStream",
     "MessageTTLError",
+    "MessageTrace",
     "Msg",
     "MsgIdInProcessError",
     "MsgMetadata",
@@ -296,6 +313,7 @@ __all__ = [
     "ServerNotFoundError",
     "ServerSelectorError",
     "ServerShutdownError",
+    "ServerTrace",
     "ServerVersion",
     "Service",
     "SlowConsumerError",
@@ -325,11 +343,22 @@ __all__ = [
     "Timeout",
     "TimeoutError",
     "TooManySubjectsError",
+    "TraceEgress",
+    "TraceEvent",
+    "TraceIngress",
+    "TraceJetStream",
+    "TraceOtherEvent",
+    "TraceProblem",
+    "TraceServer",
+    "TraceServiceImport",
+    "TraceStreamExport",
+    "TraceSubjectMapping",
     "UsageError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
     "__version__",
     "connect",
+    "live_connections",
     "load_context",
 ]
 

@@ -40,6 +40,7 @@ from .auth import CredentialCallbacks
 from .backoff import SPREAD
 from .checks import whole
 from .contexts import NatsContext, load_context
+from .core import fork
 from .core.iface import CoreAPI
 from .core.session import Callbacks, ErrorCallback, EventCallback, ServerSelector, Session
 from .core.state import State
@@ -47,6 +48,7 @@ from .deprecation import renamed_keywords
 from .errors import ConnectionClosedError, InvalidArgumentError
 from .headers import HeadersInput
 from .message import Msg
+from .msgtrace import MessageTrace, trace_message
 from .options import CREDENTIALS, OPTION_DEFAULTS, Options, given_options, mask_url, refuse_unknown
 from .payload import as_bytes as _as_bytes
 from .protocol import PubEncoder, check_queue_name, check_subscribe_subject
@@ -58,7 +60,7 @@ from .timeouts import DEFAULT, Timeout, answer_limit, take_limit
 if TYPE_CHECKING:
     from .jetstream.context import JetStream
 
-__all__ = ["Connection", "ErrorCallback", "EventCallback", "ServerSelector", "State", "connect"]
+__all__ = ["Connection", "ErrorCallback", "EventCallback", "ServerSelector", "State", "connect", "live_connections"]
 
 
 def connect(
@@ -481,6 +483,16 @@ class Connection:
         return len(self._session.user_subscriptions())
 
     @property
+    def subscriptions(self) -> list[Subscription]:
+        """The live subscriptions, as a new list, the internal request inbox left out.
+
+        Those JetStream makes for its consumers are among them.  Safe from any thread, without a lock
+        (the table is copied at once), so that a monitor can read each one's ``pending_msgs``,
+        ``pending_bytes`` and ``dropped`` while the connection runs.
+        """
+        return self._session.user_subscriptions()
+
+    @property
     def last_error(self) -> Exception | None:
         """The last error the connection met (a lost link, a server ``-ERR``), or None."""
         return self._session.last_error
@@ -799,6 +811,54 @@ class Connection:
             closed_by=lambda: self._session.closed_by,
         )
 
+    def trace_message(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: HeadersInput | None = None,
+        deliver: bool = False,
+        timeout: float | None = 2.0,
+    ) -> MessageTrace:
+        """Publish a message that every server it crosses reports on (ADR-41, nats-server 2.11+), and
+        return its path: what ``nats trace`` shows.
+
+        The reports come to an inbox of the call's own; it returns as soon as the path is complete (every
+        server the message was forwarded to has reported) or when ``timeout`` has passed, with what came
+        (``complete`` False, ``missing`` naming the hops that did not report).
+
+        Args:
+            subject: Where to publish: a literal subject.
+            payload: The message's body (bytes-like).
+            headers: Headers to send with it, as for :meth:`publish` (not the ``Nats-Trace-*`` ones, which
+                this call sets).
+            deliver: Deliver the message as any other; left False, the servers trace its path without
+                delivering it (``Nats-Trace-Only``): no subscriber gets it, no stream stores it.
+            timeout: Seconds to wait for the path's reports in all; ``None``, no limit; ``0`` is refused
+                (see :doc:`/conventions`).
+
+        Returns:
+            The path: each server's report, tied together by hop ids; ``str()`` shows it as a tree.
+
+        Raises:
+            InvalidArgumentError: A bad ``timeout``, subject (BadSubjectError), header (BadHeaderError, or
+                one that sets the tracing headers or asks for snappy-compressed reports) or ``deliver``, or
+                a message over the server's max_payload (MaxPayloadError); nothing is sent.
+            BadPayloadError: ``payload`` is not bytes-like.
+            FeatureNotSupportedError: The server is older than 2.11 (it would deliver the message and
+                report nothing); nothing is sent.
+            TimeoutError: Not one report came within ``timeout`` (the connection may not publish to its
+                inbox, where the servers send them).
+            ProtocolError: A report that is not one (or in an encoding jsclient does not read).
+            ConnectionClosedError: The connection is closed, or draining, or it closed while waiting.
+            ReconnectBufferFullError: While reconnecting, the message does not fit in ``reconnect_buf_size``.
+            ForkedConnectionError: Called in a process forked from the one that connected (unless
+                ``reconnect_after_fork``).
+        """
+        seconds = answer_limit(timeout)
+        self._check_fork()  # not a hot path: the check itself, not the flag first
+        return trace_message(self, subject, payload, headers=headers, deliver=deliver, timeout=seconds)
+
     # -- JetStream -------------------------------------------------------------
     def jetstream(
         self,
@@ -912,6 +972,25 @@ class Connection:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def live_connections() -> list[Connection]:
+    """Every connection of this process from its connect to its close, as a new list.
+
+    For monitors that read each connection's counters (:meth:`Connection.stats`,
+    :attr:`Connection.reconnects`, :attr:`Connection.subscriptions`): the OpenTelemetry
+    metrics do, for connections made before they were switched on too.  A connection
+    is listed once connected (or, with ``retry_on_failed_connect``, trying in the
+    background) and no more once closed; the list holds no connection alive beyond
+    the caller's use of it (the registry is weak, filled once per connection).  Any thread.
+
+    Returns:
+        The live connections, in no particular order.
+
+    Raises:
+        : Nothing.
+    """
+    return [obj for obj in fork.tracked() if isinstance(obj, Connection)]
 
 
 def _websocket(url: str) -> bool:

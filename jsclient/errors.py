@@ -198,18 +198,25 @@ class MaxPayloadServerError(ServerError):
 class SlowConsumerError(Error):
     """A subscription's pending limits were exceeded and messages were dropped.
 
-    Reported through the connection's error callback; ``dropped`` counts the
-    messages dropped for this subscription so far.
+    Reported through the connection's error callback, once per episode of
+    drops.  A subscription without a callback also raises it from
+    ``next_msg`` (and iteration), once per episode, where the drops are: after
+    the messages kept before them; the subscription goes on.  ``dropped``
+    counts the messages dropped for this subscription so far; ``missed``, in
+    the one ``next_msg`` raised, those dropped since it last raised one (None
+    in the error callback's).
     """
 
-    def __init__(self, subject: str, sid: int, dropped: int) -> None:
+    def __init__(self, subject: str, sid: int, dropped: int, *, missed: int | None = None) -> None:
+        here = "" if missed is None else f"{missed} message(s) dropped here, "
         super().__init__(
             f"slow consumer on subject {subject!r} (sid {sid}): "
-            f"{dropped} message(s) dropped so far"
+            f"{here}{dropped} message(s) dropped so far"
         )
         self.subject = subject
         self.sid = sid
         self.dropped = dropped
+        self.missed = missed
 
 
 def server_error(text: str) -> ServerError:

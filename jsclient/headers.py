@@ -265,6 +265,19 @@ def block_of(lines: bytes) -> bytes:
     return b"NATS/1.0\r\n%s\r\n" % lines
 
 
+#: Message-path tracing (ADR-41, nats-server 2.11+): the subject every server a message crosses sends its
+#: report to; ``Nats-Trace-Only: true`` traces the message without delivering it.
+TRACE_DEST_HEADER = "Nats-Trace-Dest"
+TRACE_ONLY_HEADER = "Nats-Trace-Only"
+#: Set by a server on a traced message it forwards to another server (``1``, ``2``, then ``1.1`` ...): the
+#: id by which that server's report is tied to the forwarding server's egress.
+TRACE_HOP_HEADER = "Nats-Trace-Hop"
+#: A header of servers before 2.11's release that turns a message's tracing off.
+TRACE_ORIGIN_ACCOUNT_HEADER = "Nats-Trace-Origin-Account"
+#: How a traced message asks for its reports compressed (``gzip``, ``snappy``), and how a report says it is.
+ACCEPT_ENCODING_HEADER = "Accept-Encoding"
+CONTENT_ENCODING_HEADER = "Content-Encoding"
+
 #: An atomic batch member's block (ADR-50), a template for the loop that frames a batch: the user's
 #: ``Name: value`` lines, then the batch's id and the member's sequence.
 BATCH_MEMBER_BLOCK = b"NATS/1.0\r\n%sNats-Batch-Id: %s\r\nNats-Batch-Sequence: %d\r\n\r\n"  # lines, id, sequence

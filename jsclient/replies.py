@@ -109,7 +109,7 @@ class Replies:
             return None
         started = time.monotonic()
         try:
-            msg = self._sub.next_msg(timeout=wait)
+            msg = self._sub.take(wait)  # the port: a gap where replies were dropped is passed (error_cb hears of it)
         except (TimeoutError, SubscriptionClosedError):
             return None
         except ForkedConnectionError:

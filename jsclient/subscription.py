@@ -28,6 +28,21 @@ registers *before* it checks the queue (the dispatcher counts as one between
 rounds).  Byte accounting uses two counters each written by one thread only
 (``_bytes_in`` by the reader, ``_bytes_out`` by the taker), so no update is
 lost without a lock.
+
+A drop leaves a mark where it happened, so that a reader with ``next_msg``
+hears of it (nats.go's ``NextMsg`` answers ``ErrSlowConsumer`` too).  On a
+subscription without a callback, the first drop of an episode queues a gap
+marker behind the messages kept before it; ``next_msg`` (and iteration)
+raises :class:`SlowConsumerError` when it reaches the marker, once, and goes
+on with the later messages.  The episode ends there: the next drop queues a
+new marker.  The delivery port's :meth:`take` passes a marker silently:
+the layers above decide what a lost message means to them (a JetStream
+consumer with acks gets it again), and the error callback hears of the
+drops in its own episodes (``_slow``: from a drop until a taker finds the
+queue empty).
+The marker costs the taking hot path nothing: reading its ``data``, which
+every take does to count bytes, raises :class:`_AtGap`.  ``_gaps_marked``
+(reader) and ``_gaps_passed`` (taker) say whether one is queued.
 """
 
 from __future__ import annotations
@@ -37,7 +52,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from .deprecation import renamed_keywords
 from .errors import (
@@ -55,6 +70,28 @@ if TYPE_CHECKING:
     from .options import Options
 
 MsgCallback = Callable[[Msg], None]
+
+
+class _AtGap(Exception):
+    """Raised by reading the gap marker's ``data``: how a take finds the marker without a test of its own."""
+
+
+class _Gap:
+    """The marker queued where a subscription dropped messages; not a message."""
+
+    __slots__ = ()
+
+    @property
+    def data(self) -> bytes:
+        raise _AtGap
+
+    def __repr__(self) -> str:
+        return "<gap>"
+
+
+#: The one gap marker.  It travels in the queue as a Msg: only this module sees it, and every path that takes
+#: from a queue that may hold it reads ``data`` (raising :class:`_AtGap`) or compares it with ``is``.
+_GAP = cast(Msg, _Gap())
 
 
 class SubscriptionCore(Protocol):
@@ -130,6 +167,9 @@ class Subscription:
         self.dropped = 0
         self._slow = False  # reader: dropping now; reset when the queue empties
         self._slow_reported = False
+        self._gaps_marked = 0  # reader only: gap markers queued
+        self._gaps_passed = 0  # taker only: gap markers taken (a marker is queued while the two differ)
+        self._dropped_told = 0  # taker only: ``dropped`` when next_msg last raised SlowConsumerError
         # Why no more messages will arrive (None while live).
         self._closed: type[Error] | None = None
         self._dispatcher: threading.Thread | None = None
@@ -153,7 +193,7 @@ class Subscription:
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
-        return f"<Subscription sid={self.sid} subject={self.subject!r}{q} pending={len(self._queue)}>"
+        return f"<Subscription sid={self.sid} subject={self.subject!r}{q} pending={self.pending_msgs}>"
 
     # -- reader-thread side ------------------------------------------------
     def _deliver(self, msg: Msg) -> None:
@@ -167,12 +207,30 @@ class Subscription:
         if (
             len(q) >= self.pending_msgs_limit
             or self._bytes_in - self._bytes_out + size > self.pending_bytes_limit
-        ):
-            self.dropped += 1
-            self._slow = True
+        ) and self._drop_over_limits(size):
             return
         self._bytes_in += size
         q.append(msg)
+
+    def _drop_over_limits(self, size: int) -> bool:
+        """Past the quick test of the limits: drop and count the message (True), and mark the gap if none is marked.
+
+        False when only a queued gap marker made the queue look full: it is no message.
+        """
+        if (
+            len(self._queue) - (self._gaps_marked - self._gaps_passed) < self.pending_msgs_limit
+            and self._bytes_in - self._bytes_out + size <= self.pending_bytes_limit
+        ):
+            return False
+        self.dropped += 1
+        self._slow = True
+        # Looked at after counting the drop: a taker passing the queued marker now either counts this drop in
+        # its error (it reads ``dropped`` after counting the marker passed) or has passed it already, and a
+        # new marker goes in; so no drop escapes the errors of next_msg.
+        if self._cb is None and self._gaps_marked == self._gaps_passed:
+            self._gaps_marked += 1  # before the marker goes in: a taker may pass it at once
+            self._queue.append(_GAP)
+        return True
 
     def _after_batch(self) -> Error | None:
         """Wake waiters; return a SlowConsumerError to report if this batch started dropping."""
@@ -197,6 +255,7 @@ class Subscription:
         """In a forked child: the parent's dispatcher and locks are gone; this subscription ends."""
         self._cond = threading.Condition(threading.Lock())
         self._queue.clear()
+        self._gaps_marked = self._gaps_passed = 0
         self._waiters = 0
         self._busy = False
         self._dispatcher = None
@@ -206,7 +265,7 @@ class Subscription:
     @property
     def pending_msgs(self) -> int:
         """Messages queued, not yet taken."""
-        return len(self._queue)
+        return max(0, len(self._queue) - (self._gaps_marked - self._gaps_passed))
 
     @property
     def pending_bytes(self) -> int:
@@ -223,7 +282,10 @@ class Subscription:
 
         Raises :class:`jsclient.TimeoutError` when nothing arrives in time and
         :class:`SubscriptionClosedError` (or ConnectionClosedError) once the
-        subscription has ended and its queue is empty.
+        subscription has ended and its queue is empty.  Where the subscription
+        dropped messages over its pending limits, it raises
+        :class:`SlowConsumerError` once, after the messages kept before the
+        drops; the next call goes on with the messages after them.
 
         Args:
             timeout: Seconds to wait for a message; ``None``, no limit; ``0``, only one already queued.
@@ -234,6 +296,8 @@ class Subscription:
         Raises:
             InvalidArgumentError: A bad ``timeout``.
             TimeoutError: No message within ``timeout``.
+            SlowConsumerError: Messages were dropped here (once per episode of drops; ``missed`` says how many
+                since the last one raised, ``dropped`` how many in all).  The subscription goes on.
             SubscriptionClosedError: The subscription ended (unsubscribed, drained, or ``max_messages``
                 reached) and nothing is queued.
             ConnectionClosedError: The connection closed and nothing is queued (ForkedConnectionError in a
@@ -242,29 +306,40 @@ class Subscription:
         """
         if self._cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
-        return self.take(take_limit(timeout))
+        return self.take(take_limit(timeout), True)  # report gaps; positional: a keyword makes this call slower
 
-    def take(self, timeout: float | None) -> Msg:
+    def take(self, timeout: float | None, report_gaps: bool = False) -> Msg:
         """Internal (the delivery port): :meth:`next_msg` without its checks, for the layers above.
+
+        A gap where messages were dropped is passed silently: the layers above
+        decide what a lost message means to them (and the error callback hears
+        of the drops).
 
         Args:
             timeout: Seconds to wait, already checked; ``None``, no limit; ``0``, only one already queued.
+            report_gaps: Raise SlowConsumerError at a gap, as :meth:`next_msg` does.
 
         Returns:
             The next message.
 
         Raises:
             TimeoutError: No message within ``timeout``.
+            SlowConsumerError: With ``report_gaps``, messages were dropped here.
             SubscriptionClosedError: The subscription ended and nothing is queued.
             ConnectionClosedError: The connection closed and nothing is queued.
             Error: The error an :meth:`interrupt` left, once the queue is empty (raised once).
         """
         try:
             msg = self._queue.popleft()
+            self._bytes_out += len(msg.data)  # the gap marker's data raises _AtGap
+            return msg
         except IndexError:
-            msg = self._wait(timeout)
-        self._bytes_out += len(msg.data)
-        return msg
+            pass
+        except _AtGap:
+            gap = self._pass_gap()
+            if gap is not None and report_gaps:
+                raise gap from None
+        return self._wait(timeout, report_gaps=report_gaps)
 
     def interrupt(self, reason: Error) -> None:
         """Internal (the delivery port): have the next take raise ``reason`` once, when the queue is empty.
@@ -281,14 +356,37 @@ class Subscription:
             self._pending_error = reason
             self._cond.notify_all()
 
-    def _wait(self, timeout: float | None) -> Msg:
+    def _pass_gap(self) -> SlowConsumerError | None:
+        """Taking thread, past a gap marker: the error that reports its drops, or None if they were reported.
+
+        The error counts every drop until now, also those after messages kept
+        since the marker (one episode, one error).  None when a drop raced an
+        earlier report and was counted in it.
+        """
+        self._gaps_passed += 1
+        dropped = self.dropped
+        missed = dropped - self._dropped_told
+        if not missed:
+            return None
+        self._dropped_told = dropped
+        return SlowConsumerError(self.subject, self.sid, dropped, missed=missed)
+
+    def _wait(self, timeout: float | None, *, report_gaps: bool) -> Msg:
+        """The slow path of a take: wait for a message, passing gap markers (raising for them if ``report_gaps``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._waiters += 1
             try:
                 while True:
                     if self._queue:
-                        return self._queue.popleft()
+                        msg = self._queue.popleft()
+                        if msg is not _GAP:
+                            self._bytes_out += len(msg.data)
+                            return msg
+                        gap = self._pass_gap()
+                        if gap is not None and report_gaps:
+                            raise gap
+                        continue
                     # The queue has emptied: a later drop is a new slow episode.
                     if self._slow_reported:
                         self._slow = self._slow_reported = False
@@ -318,8 +416,12 @@ class Subscription:
         return reason(f"subscription on {self.subject!r} has ended")
 
     def __iter__(self) -> Iterator[Msg]:
-        """Messages until the subscription ends (blocks while none are pending)."""
-        return until_closed(self.next_msg)
+        """Messages until the subscription ends (blocks while none are pending).
+
+        Raises what :meth:`next_msg` raises besides its end, SlowConsumerError
+        among them; the same iterator (or a new loop) goes on after it.
+        """
+        return UntilClosed(self.next_msg)
 
     def _dispatch_round(self) -> bool:
         """Dispatcher thread: the callback for every queued message, in order; True once the subscription ended.
@@ -414,7 +516,7 @@ class Subscription:
     def _wait_drained(self, deadline: float) -> bool:
         """Wait until the queue is empty and the callback (if any) has returned."""
         with self._cond:
-            while self._queue or self._busy:
+            while self.pending_msgs or self._busy:  # a gap marker left alone is no message
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -423,13 +525,23 @@ class Subscription:
             return True
 
 
-def until_closed(next_msg: Callable[..., Msg]) -> Iterator[Msg]:
-    """``next_msg(timeout=None)`` until the subscription (or its connection) ends: how every kind iterates."""
-    while True:
+class UntilClosed(Iterator[Msg]):
+    """``next_msg(timeout=None)`` until the subscription (or its connection) ends: how every kind iterates.
+
+    An iterator object, not a generator: an error it lets through (a slow
+    consumer's SlowConsumerError) would end a generator, and this goes on.
+    """
+
+    __slots__ = ("_next_msg",)
+
+    def __init__(self, next_msg: Callable[..., Msg]) -> None:
+        self._next_msg = next_msg
+
+    def __next__(self) -> Msg:
         try:
-            yield next_msg(timeout=None)
+            return self._next_msg(timeout=None)
         except (SubscriptionClosedError, ConnectionClosedError):
-            return
+            raise StopIteration from None
 
 
 def _dispatch_main(

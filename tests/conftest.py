@@ -170,6 +170,15 @@ class ErrorLog:
 
 
 @pytest.fixture
+def otel() -> Iterator[Any]:
+    """jsclient instrumented with the OpenTelemetry SDK's in-memory exporter and reader (tests/otelkit.py)."""
+    from .otelkit import Otel
+
+    with Otel() as kit:
+        yield kit
+
+
+@pytest.fixture
 def error_log() -> ErrorLog:
     return ErrorLog()
 

@@ -43,7 +43,9 @@ def venv(version: str, python: str, *, whole: bool) -> Path:
     rebuild took Spark and the docs from a whole-suite run that came after it."""
     where = ROOT / f".venv-{version}"
     stamp = where / ".installed"
-    wanted = {"test", "dev", "websocket"} | ({"docs", *(["spark"] if version in SPARK else [])} if whole else set())
+    wanted = {"test", "dev", "websocket", "otel"}
+    if whole:
+        wanted |= {"docs", *(["spark"] if version in SPARK else [])}
     had = set(stamp.read_text().split(",")) if stamp.exists() else set()
     if stamp.exists() and stamp.stat().st_mtime >= (ROOT / "setup.cfg").stat().st_mtime and wanted <= had:
         return where

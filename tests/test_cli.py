@@ -12,8 +12,9 @@ import pytest
 
 import jsclient
 from jsclient.cli import EXIT_ERROR, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, main
-from jsclient.server import NatsServer, free_port
+from jsclient.server import NatsCluster, NatsServer, free_port
 
+from . import servers
 from .conftest import server_release
 
 
@@ -238,3 +239,59 @@ def test_a_feature_the_server_lacks_is_one_line(server: NatsServer, capsys: pyte
     assert len(err.strip().splitlines()) == 1
     with jsclient.connect(server.url) as nc:
         assert "CNTOLD" not in nc.jetstream().stream_names()
+
+
+@pytest.mark.server_behaviour("2.11", "message tracing (refused: test_the_trace_command_before_2_11_is_one_line)")
+def test_trace_command(server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    s = ["--server", server.url]
+    with jsclient.connect(server.url, name="listener") as listener:
+        sub = listener.subscribe("cli.trace")
+        listener.flush()
+        code, out, _ = run(capsys, "trace", "cli.trace", "hi", *s)
+        assert code == EXIT_OK
+        assert "message on 'cli.trace' (traced only, not delivered): complete, 1 server" in out
+        assert "to client 'listener'" in out and "subscription cli.trace" in out
+        code, out, _ = run(capsys, "trace", "cli.trace", "there", "--deliver", "-H", "K=v", "--json", *s)
+        found = json.loads(out)
+        assert code == EXIT_OK and (found["complete"], found["deliver"], found["missing"]) == (True, True, [])
+        (report,) = found["reports"]
+        assert [e["type"] for e in report["events"]] == ["in", "eg"] and report["headers"]["K"] == ["v"]
+        assert sub.next_msg(timeout=10).data == b"there"  # the first one, traced only, never came
+    nowhere = f"nats://127.0.0.1:{free_port()}"
+    code, _, err = run(capsys, "trace", "cli.*", "--server", nowhere)  # refused before connecting anywhere
+    assert code == EXIT_USAGE and "wildcard" in err
+
+
+@pytest.mark.server_behaviour("2.11", "message tracing (refused: test_the_trace_command_before_2_11_is_one_line)")
+def test_an_incomplete_trace_is_printed_and_exits_as_a_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    with NatsCluster(2, jetstream=False) as cluster, jsclient.connect(cluster.urls[1]) as listener:
+        listener.subscribe("cli.far")
+        listener.subscribe("cli.probe", callback=lambda m: m.respond(b""))  # after cli.far, over the same route
+        listener.flush()
+        with jsclient.connect(cluster.urls[0]) as nc:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    nc.request("cli.probe", timeout=5)
+                    break
+                except jsclient.NoRespondersError:
+                    assert time.monotonic() < deadline, "the listener's interest never reached the other server"
+                    time.sleep(0.05)
+        cluster.servers[1].pause()
+        try:
+            code, out, err = run(capsys, "trace", "cli.far", "--timeout", "0.5", "--server", cluster.urls[0])
+        finally:
+            cluster.servers[1].resume()
+    assert code == EXIT_TIMEOUT
+    assert "incomplete: no report from hop 1" in out and "(no report came from there)" in out
+    assert err.strip() == "jsclient: timeout: no report from hop 1 within 0.5 s"
+
+
+def test_the_trace_command_before_2_11_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    binary = servers.binary("2.10.26")
+    if not binary.is_file():
+        pytest.skip("nats-server 2.10.26 not fetched (python -m tests.servers fetch)")
+    with NatsServer(binary=str(binary), jetstream=False) as server:
+        code, _, err = run(capsys, "trace", "cli.trace", "--server", server.url)
+    assert code == EXIT_ERROR and len(err.strip().splitlines()) == 1
+    assert "message tracing needs nats-server 2.11 or newer" in err

@@ -227,6 +227,77 @@ def test_slow_consumer_by_bytes(server: NatsServer, error_log: ErrorLog) -> None
         assert sub.pending_bytes == 1000
 
 
+def test_next_msg_raises_slow_consumer_once_after_the_kept_messages_then_goes_on(
+    server: NatsServer, error_log: ErrorLog
+) -> None:
+    """No drop is silent for a blocking reader (issue 59): ``next_msg`` hands out the messages kept before the
+    drops, raises SlowConsumerError once where they were, then hands out the later messages; the next episode
+    of drops is raised again.  The error callback hears of each episode as before."""
+    with jsclient.connect(server.url, error_cb=error_log) as nc:
+        sub = nc.subscribe("gap", pending_msgs_limit=10)
+        nc.flush()
+
+        def publish(numbers: range) -> None:
+            for i in numbers:
+                nc.publish("gap", b"%d" % i)
+            nc.flush()  # its PONG comes after the deliveries: every one has arrived (kept or dropped)
+
+        def take(n: int) -> list[int]:
+            return [int(sub.next_msg(timeout=0).data) for _ in range(n)]
+
+        publish(range(50))
+        assert (sub.pending_msgs, sub.dropped) == (10, 40)  # the gap is no message
+        assert take(10) == list(range(10))
+        with pytest.raises(jsclient.SlowConsumerError) as raised:
+            sub.next_msg(timeout=0)
+        first = raised.value
+        assert (first.subject, first.sid, first.dropped, first.missed) == ("gap", sub.sid, 40, 40)
+        assert "40 message(s) dropped here" in str(first)
+        publish(range(50, 55))
+        assert take(5) == list(range(50, 55))  # once: no second error for the same drops
+        with pytest.raises(jsclient.TimeoutError):
+            sub.next_msg(timeout=0)
+
+        publish(range(55, 75))  # a new episode: 10 kept, 10 dropped
+        assert take(10) == list(range(55, 65))
+        with pytest.raises(jsclient.SlowConsumerError) as raised:
+            sub.next_msg(timeout=0)
+        assert (raised.value.dropped, raised.value.missed) == (50, 10)
+        publish(range(75, 76))
+        assert take(1) == [75]
+        assert (sub.received, sub.dropped) == (76, 50)
+
+        # The error callback still hears of the drops: once per episode, not once per message dropped.
+        deadline = time.monotonic() + 10
+        while len(error_log.errors) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        reported = error_log.errors
+        assert len(reported) == 2 and all(isinstance(e, jsclient.SlowConsumerError) for e in reported), reported
+        assert all(e.missed is None and e.sid == sub.sid for e in reported)  # type: ignore[attr-defined]
+
+
+def test_iterating_raises_slow_consumer_once_and_the_same_iterator_goes_on(server: NatsServer) -> None:
+    """``for msg in sub`` raises the gap's SlowConsumerError after the kept messages; the iterator is not spent
+    by it (as a generator would be) and goes on to the later messages and the subscription's end."""
+    with jsclient.connect(server.url, error_cb=lambda _e: None) as nc:
+        sub = nc.subscribe("gap.iter", pending_msgs_limit=5)
+        nc.flush()
+        for i in range(20):
+            nc.publish("gap.iter", b"%d" % i)
+        nc.flush()
+        it = iter(sub)
+        assert [int(next(it).data) for _ in range(5)] == list(range(5))
+        # Ends by itself after 3 more (20 have arrived), so that nothing below can wait for ever.
+        sub.unsubscribe(max_messages=23)
+        for i in range(20, 23):
+            nc.publish("gap.iter", b"%d" % i)
+        nc.flush()
+        with pytest.raises(jsclient.SlowConsumerError) as raised:
+            next(it)
+        assert (raised.value.dropped, raised.value.missed) == (15, 15)
+        assert [int(msg.data) for msg in it] == [20, 21, 22]
+
+
 def test_callbacks_keep_order_and_survive_exceptions(server: NatsServer, error_log: ErrorLog) -> None:
     with jsclient.connect(server.url, error_cb=error_log) as nc:
         got: list[int] = []

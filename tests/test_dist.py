@@ -82,9 +82,13 @@ def test_wheel_and_sdist_hold_the_package(dist: Path) -> None:
     assert sdist.name == f"jsclient-{version}.tar.gz"
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("jsclient/__init__.py", "jsclient/py.typed", "jsclient/jetstream/context.py",
-                   "jsclient/spark/source.py", "jsclient/cli/__init__.py", "jsclient/protocol/parser.py"):
+                   "jsclient/spark/source.py", "jsclient/cli/__init__.py", "jsclient/protocol/parser.py",
+                   "jsclient/instrumentation/core.py"):
         assert needed in names, f"{needed} is not in the wheel"
     assert not [name for name in names if name.startswith("tests/")], "the wheel ships the tests"
+    # opentelemetry-instrument finds the instrumentor through this entry point (the installed wheel's metadata).
+    entry_points = zipfile.ZipFile(wheel).read(f"jsclient-{version}.dist-info/entry_points.txt").decode()
+    assert "[opentelemetry_instrumentor]\njsclient = jsclient.instrumentation:JsclientInstrumentor" in entry_points
     with tarfile.open(sdist) as tar:
         members = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     for needed in ("setup.cfg", "pyproject.toml", "README.rst", "jsclient/py.typed"):

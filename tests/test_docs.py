@@ -2,9 +2,9 @@
 
 * The Sphinx build (docs/, as ``make docs`` runs it: ``-W --keep-going -n``) gives no warning at
   all: no docstring that does not parse, no cross-reference that resolves to nothing.
-* Every name in ``jsclient.__all__`` (and in the ``__all__`` of ``jsclient.spark`` and
-  ``jsclient.micro``) is in the built ``objects.inv``, so the API reference cannot fall behind the
-  package.
+* Every name in ``jsclient.__all__`` (and in the ``__all__`` of ``jsclient.spark``,
+  ``jsclient.micro`` and ``jsclient.instrumentation``) is in the built ``objects.inv``, so the API
+  reference cannot fall behind the package.
 * Every ``.. code-block:: python`` in docs/**/*.rst runs, as written, in a fresh interpreter
   against a real server, as tests/test_readme.py runs README's: on an older server an example may
   stop at the first feature that server lacks, refused before sending (xfail).
@@ -110,12 +110,13 @@ def inventory(path: Path) -> dict[str, str]:
 
 
 def test_every_public_name_is_documented(built: Path) -> None:
+    import jsclient.instrumentation
     import jsclient.micro
     import jsclient.spark
 
     py = {name for name, role in inventory(built / "objects.inv").items() if role.startswith("py:")}
     missing = []
-    for module in (jsclient, jsclient.spark, jsclient.micro):
+    for module in (jsclient, jsclient.spark, jsclient.micro, jsclient.instrumentation):
         for name in module.__all__:
             # A submodule's name that jsclient exports too is documented once, as jsclient's.
             exported = name in jsclient.__all__ and getattr(jsclient, name) is getattr(module, name)

@@ -37,6 +37,7 @@ import msgspec
 import pytest
 
 import jsclient
+import jsclient.instrumentation
 import jsclient.micro
 import jsclient.spark
 
@@ -106,7 +107,7 @@ def shared_errors(obj: Any, name: str) -> str:
 
 
 def exported() -> Iterator[tuple[str, Any]]:
-    for module in (jsclient, jsclient.micro, jsclient.spark):
+    for module in (jsclient, jsclient.micro, jsclient.spark, jsclient.instrumentation):
         for name in module.__all__:
             if not name.startswith("_"):
                 yield f"{module.__name__}.{name}", getattr(module, name)

@@ -94,6 +94,7 @@ def test_input_gaps_are_named_before_anything_is_sent(server: NatsServer, tmp_pa
 INTERNAL = {
     "jsclient.jetstream.channel.Woken": "wakes a taker; the consumption engine turns it into a WOKEN verdict",
     "jsclient.core.state.TransitionError": "a state-machine bug in jsclient, not something to catch",
+    "jsclient.subscription._AtGap": "a take reaching a gap marker; the take turns it into SlowConsumerError or passes",
 }
 
 

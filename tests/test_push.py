@@ -288,6 +288,31 @@ def test_iteration(js: jsclient.JetStream) -> None:
     assert got == [b"%d" % i for i in range(5)]
 
 
+def test_a_push_consumer_over_its_pending_limit_raises_no_slow_consumer_and_gets_the_drops_again(
+    server: NatsServer,
+) -> None:
+    """A plain core subscription's ``next_msg`` raises SlowConsumerError where it dropped messages (issue 59); a
+    JetStream push subscription's does not: it takes through the delivery port, which passes the gap, and the
+    messages it dropped unacked come again after ``ack_wait``.  The error callback still hears of the drops."""
+    log = ErrorLog()
+    nc = jsclient.connect(server.url, error_cb=log)
+    try:
+        js = nc.jetstream()
+        js.add_stream(name="SLOWPUSH", subjects=["slow.push"])
+        publish(js, 30, "slow.push")
+        sub = js.subscribe("slow.push", config=ConsumerConfig(ack_wait=1.0), pending_msgs_limit=10)
+        log.wait_for(jsclient.SlowConsumerError, timeout=30)  # nobody reads yet: the push overran the queue
+        seen: set[int] = set()
+        while len(seen) < 30:
+            msg = sub.next_msg(timeout=30)
+            seen.add(int(msg.data))
+            msg.ack()
+        assert seen == set(range(30))
+        js.delete_stream("SLOWPUSH")
+    finally:
+        nc.close()
+
+
 # -- heartbeats ----------------------------------------------------------------------------
 
 

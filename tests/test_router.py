@@ -170,7 +170,7 @@ def test_a_full_subscription_drops_counts_and_is_reported_once() -> None:
     sub = add_sub(router, 4, "full", limit=2)
     feed(b"MSG full 4 1\r\na\r\n" * 5)
     feed(b"MSG full 4 1\r\nb\r\n")
-    assert len(sub._queue) == 2 and sub.dropped == 4
+    assert sub.pending_msgs == 2 and sub.dropped == 4
     reports = [exc for kind, exc in sink.calls if kind == "report"]
     assert len(reports) == 1 and isinstance(reports[0], jsclient.SlowConsumerError)
 

@@ -144,7 +144,7 @@ def test_a_virtualenv_rebuilt_for_the_compat_subset_keeps_the_whole_suites_extra
     (tmp_path / "setup.cfg").write_text("[metadata]\n")
     stamp = tmp_path / ".venv-3.13" / ".installed"
     stamp.parent.mkdir()
-    stamp.write_text("dev,docs,spark,test,websocket")
+    stamp.write_text("dev,docs,otel,spark,test,websocket")
     os.utime(stamp, (0, 0))  # older than setup.cfg: a rebuild is due
     steps: list[list[str]] = []
     monkeypatch.setattr(pythons, "ROOT", tmp_path)
@@ -155,8 +155,8 @@ def test_a_virtualenv_rebuilt_for_the_compat_subset_keeps_the_whole_suites_extra
 
     monkeypatch.setattr(subprocess, "run", run)
     pythons.venv("3.13", sys.executable, whole=False)
-    assert steps[-1][-1] == ".[dev,docs,spark,test,websocket]"
-    assert stamp.read_text() == "dev,docs,spark,test,websocket"
+    assert steps[-1][-1] == ".[dev,docs,otel,spark,test,websocket]"
+    assert stamp.read_text() == "dev,docs,otel,spark,test,websocket"
     steps.clear()
     pythons.venv("3.13", sys.executable, whole=True)  # up to date and wide enough: nothing is run
     assert steps == []

@@ -9,7 +9,8 @@ build's tables and charts.  The parts:
   ``headline`` (jsclient beside nats-py: rates, ratio, client CPU per operation), ``speed`` (the client-speed
   table, every client, each headed with the Python it ran on),
   ``features`` (feature against feature), ``threads`` (with latency), ``distance`` (the server behind the
-  delay proxy, with what pipelining gains there; a file from before those rows says so), and the charts ``ratios``
+  delay proxy, with what pipelining gains there; a file from before those rows says so), ``instrumented``
+  (jsclient with OpenTelemetry switched on beside the same rows off; likewise), and the charts ``ratios``
   (jsclient / nats-py per row, with the targets) and ``cpu`` (client CPU per operation, jsclient and nats-py);
 * of make bench-spark's file: ``about``, ``spark`` (the table) and ``spark-chart``.
 
@@ -38,7 +39,7 @@ from sphinx.util.nodes import nested_parse_with_titles
 
 from benchmarks import report
 
-BENCH_PARTS = ("about", "headline", "speed", "features", "threads", "distance", "ratios", "cpu")
+BENCH_PARTS = ("about", "headline", "speed", "features", "threads", "distance", "instrumented", "ratios", "cpu")
 SPARK_PARTS = ("about", "spark", "spark-chart")
 CHARTS = ("ratios", "cpu", "spark-chart")
 JSCLIENT, NATS_PY, BASELINE = "#2f6fb0", "#e08a2c", "#9a9a9a"
@@ -126,6 +127,14 @@ def table(saved: dict[str, Any], part: str) -> list[str]:
         out = report.list_table(*report.distance_cells(rows, results, pythons),
                                 "At a distance: rate and client CPU per operation, the server 0.25 ms or 1 ms away")
         return out + [f"* {line}" for line in report.pipelining_gains(rows, results)] + [""]
+    if part == "instrumented":
+        rows = rows_in(saved, report.INSTRUMENTED)
+        if not rows:
+            return [f"Not measured yet: this run ({report.rst_cell(str(saved.get('date')))}) has no instrumented "
+                    "rows.", ""]
+        return report.list_table(*report.instrumented_cells(rows, results),
+                                 "Instrumented: rate and client CPU per operation, OpenTelemetry off, spans dropped, "
+                                 "spans batched")
     raise ValueError(f"no table {part!r}")
 
 

@@ -36,6 +36,7 @@ from .natscommands import (
     cmd_req,
     cmd_server,
     cmd_sub,
+    cmd_trace,
     parse_headers,
 )
 from .output import Progress, emit_json, show_msg, table
@@ -61,6 +62,7 @@ __all__ = [
     "cmd_server",
     "cmd_stream",
     "cmd_sub",
+    "cmd_trace",
     "connection",
     "emit_json",
     "main",

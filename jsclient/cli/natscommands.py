@@ -1,5 +1,5 @@
 """The core NATS subcommands: ``server`` (an embedded nats-server), ``pub``, ``sub``, ``req``,
-``reply``, ``micro`` (service discovery) and ``bench``.
+``reply``, ``trace`` (a message's path, ADR-41), ``micro`` (service discovery) and ``bench``.
 
 Runs on the main thread of the command's process.  ``server`` waits there for Ctrl-C or SIGTERM
 (its handler only sets an event).  ``bench sub`` publishes from one more thread, ``feed``, on a
@@ -12,14 +12,15 @@ import argparse
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
 
 from ..connection import connect
-from ..errors import Error, NoRespondersError, TimeoutError, UsageError
+from ..errors import Error, NoRespondersError, SlowConsumerError, TimeoutError, UsageError
 from ..headers import Headers
-from .command import EXIT_OK, connection
+from .command import EXIT_OK, EXIT_TIMEOUT, connection
 from .output import Progress, emit_json, show_msg, table
 
 
@@ -88,6 +89,8 @@ def cmd_sub(args: argparse.Namespace) -> int:
         while args.count == 0 or received < args.count:
             try:
                 msg = sub.next_msg(timeout=args.timeout)
+            except SlowConsumerError:
+                continue  # messages were dropped here: the connection has logged it; the later ones follow
             except TimeoutError:
                 if args.timeout:
                     break
@@ -112,6 +115,8 @@ def cmd_reply(args: argparse.Namespace) -> int:
         while args.count == 0 or answered < args.count:
             try:
                 msg = sub.next_msg(timeout=None)
+            except SlowConsumerError:
+                continue  # requests were dropped here (logged by the connection): answer the later ones
             except Error:
                 break
             msg.respond(args.response.replace("{data}", msg.data.decode(errors="replace")).encode())
@@ -119,6 +124,28 @@ def cmd_reply(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"answered request on {msg.subject}", flush=True)
     return EXIT_OK
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    """Trace a message's path through the servers (``nats trace``): the tree, or the reports with --json.
+
+    An incomplete path (a server whose report did not come within --timeout) is printed as far as it
+    came, and exits with the timeout's code.
+    """
+    with connection(args) as nc:
+        trace = nc.trace_message(
+            args.subject, args.data.encode(), headers=parse_headers(args.header), deliver=args.deliver,
+            timeout=args.timeout,
+        )
+    if args.json:
+        emit_json(trace.to_dict())
+    else:
+        print(trace, flush=True)
+    if trace.complete:
+        return EXIT_OK
+    lacking = f"hop {', '.join(trace.missing)}" if trace.missing else "the first server"
+    print(f"jsclient: timeout: no report from {lacking} within {args.timeout} s", file=sys.stderr)
+    return EXIT_TIMEOUT
 
 
 def cmd_micro(args: argparse.Namespace) -> int:

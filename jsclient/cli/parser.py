@@ -12,7 +12,7 @@ from typing import Any
 from .. import __version__
 from ..errors import UsageError
 from .jscommands import cmd_consumer, cmd_counter, cmd_kv, cmd_stream
-from .natscommands import cmd_bench, cmd_micro, cmd_pub, cmd_reply, cmd_req, cmd_server, cmd_sub
+from .natscommands import cmd_bench, cmd_micro, cmd_pub, cmd_reply, cmd_req, cmd_server, cmd_sub, cmd_trace
 
 
 def _add_common(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", "-q")
     p.add_argument("--count", "-n", type=int, default=0)
     p.set_defaults(func=cmd_reply)
+
+    p = sub.add_parser("trace", parents=[common], help="trace a message's path through the servers (2.11+)")
+    p.add_argument("subject")
+    p.add_argument("data", nargs="?", default="")
+    p.add_argument("--deliver", action="store_true", help="deliver the message too (default: only trace it)")
+    p.add_argument("--header", "-H", action="append", help="Name=value (repeatable)")
+    p.add_argument("--timeout", type=float, default=2.0, help="how long to wait for the servers' reports")
+    p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("stream", parents=[common], help="manage streams")
     p.add_argument("action", choices=["add", "ls", "info", "rm", "purge"])
@@ -151,7 +159,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     """Catch bad subjects and counts before connecting anywhere."""
     from ..protocol import check_publish_subject, check_queue_name, check_subscribe_subject
 
-    if args.command in ("pub", "req"):
+    if args.command in ("pub", "req", "trace"):
         check_publish_subject(args.subject)
     if args.command in ("sub", "reply"):
         check_subscribe_subject(args.subject)

@@ -8,6 +8,10 @@ installs a new one that refuses work (ForkedConnectionError) or reconnects
 on first use with ``reconnect_after_fork=True``.  Nothing is reset by hand:
 locks, flags (a sweep the parent's timer was running), buffers and waiters
 are simply not carried over.
+
+The set of live objects is also what observers list (:func:`tracked`: the
+OpenTelemetry metrics read every live connection's counters from it), filled
+once per connection, never per message.
 """
 
 from __future__ import annotations
@@ -30,6 +34,17 @@ def track(obj: Forkable) -> None:
 
 def untrack(obj: Forkable) -> None:
     _LIVE.discard(obj)
+
+
+def tracked() -> list[Forkable]:
+    """What the hook renews, as a new list: every connection from connect to close, and every JetStream
+    publisher.  Any thread: the set changes only when one of those is made, closed or collected, and a
+    copy that such a change interrupts is made again."""
+    while True:
+        try:
+            return list(_LIVE)
+        except RuntimeError:  # "set changed size during iteration": another thread connected meanwhile
+            continue
 
 
 def _after_fork_in_child() -> None:

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenacity import RetryError
 
+from .. import observe
 from ..auth import CredentialCallbacks
 from ..backoff import Backoff
 from ..errors import (
@@ -71,6 +72,7 @@ from ..errors import (
     TLSError,
 )
 from ..handshake import open_link
+from ..observe import DisconnectReason, reason_of
 from ..options import Options, mask_url
 from ..protocol import PONG, Parser, PubEncoder, encode_unsub
 from ..scheduler import Scheduler
@@ -328,7 +330,9 @@ class Session:
         if data.get("ldm") and len(self.pool) > 1 and self.writer.state is State.CONNECTED:
             # The server announced it is leaving: move to another one before it drops us.
             log.info("jsclient: server entered lame duck mode; reconnecting elsewhere")
-            self.connection_lost(ConnectionResetError("server entered lame duck mode"), self.link.gen)
+            self.connection_lost(
+                ConnectionResetError("server entered lame duck mode"), self.link.gen, reason=DisconnectReason.LAME_DUCK
+            )
 
     def server_error(self, err: ServerError) -> None:
         self.last_error = err
@@ -356,18 +360,22 @@ class Session:
         if not self.options.allow_reconnect:
             raise InvalidArgumentError("force_reconnect needs allow_reconnect=True")
         asked = ConnectionLostError("reconnect asked for by force_reconnect()")
-        self.connection_lost(asked, self.link.gen, report=False)
+        self.connection_lost(asked, self.link.gen, report=False, reason=DisconnectReason.FORCED)
 
-    def connection_lost(self, exc: Exception, gen: int, *, report: bool = True) -> None:
+    def connection_lost(
+        self, exc: Exception, gen: int, *, report: bool = True, reason: DisconnectReason | None = None
+    ) -> None:
         """The transport of generation ``gen`` failed (reader, ping timer, lame duck, force_reconnect).
 
         Reconnects when allowed, else closes.  Acts once per generation.
         """
-        then = self.decide_loss(exc, gen, report=report)
+        then = self.decide_loss(exc, gen, report=report, reason=reason)
         if then is not None:
             then()
 
-    def decide_loss(self, exc: Exception, gen: int, *, report: bool = True) -> AfterLoss | None:
+    def decide_loss(
+        self, exc: Exception, gen: int, *, report: bool = True, reason: DisconnectReason | None = None
+    ) -> AfterLoss | None:
         """What the failure of generation ``gen``'s transport means, decided under ``write_lock``.
 
         Returns what is then to be done (close, or reconnect), for the
@@ -375,7 +383,8 @@ class Session:
         holding ``send_lock``, and closing never runs under it (the lock
         order: :mod:`jsclient.core`).  None: closed, or this generation's
         loss was already taken.  The transport is let go of at once, so no
-        other thread sends on it meanwhile.
+        other thread sends on it meanwhile.  ``reason`` is why, for an
+        observer (:mod:`jsclient.observe`); left out, ``exc`` says.
         """
         w = self.writer
         link = self.link
@@ -395,14 +404,25 @@ class Session:
                 # PINGs that already left will get no PONG; those still buffered will.
                 sent = len(w.pongs) - w.pings
                 orphans = [w.pongs.popleft() for _ in range(max(0, sent))]
-        return functools.partial(self._after_loss, transport, exc, orphans=orphans, reconnect=reconnect, report=report)
+        return functools.partial(
+            self._after_loss, transport, exc, orphans=orphans, reconnect=reconnect, report=report,
+            reason=reason or reason_of(exc),
+        )
 
     def _after_loss(
-        self, transport: Transport, exc: Exception, *, orphans: list[Waiter | None], reconnect: bool, report: bool
+        self, transport: Transport, exc: Exception, *, orphans: list[Waiter | None], reconnect: bool, report: bool,
+        reason: DisconnectReason,
     ) -> None:
-        """A loss decided by :meth:`decide_loss`: close, or start reconnecting (no lock of the writer held)."""
+        """A loss decided by :meth:`decide_loss`: close, or start reconnecting (no lock of the writer held).
+
+        An observer of losses (:data:`jsclient.observe.listener`) is told on the events thread, as the
+        thread running this may be the reader.
+        """
         transport.shutdown()
         transport.close()
+        listener = observe.listener
+        if listener is not None:
+            self.events.put(functools.partial(listener.disconnected, reason))
         if not reconnect:
             self.close(error=exc, cause=RequestFailure.CONNECTION_LOST)
             return

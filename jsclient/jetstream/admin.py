@@ -1,7 +1,8 @@
 """Stream and consumer management: the JetStream API calls behind ``add_stream``, ``consumer_info`` and the rest.
 
 Runs on the calling (user) thread; every call is a request over the
-connection's shared reply inbox.  Nothing here is mutable (the context's
+connection's shared reply inbox, and every error the server answers one with
+goes through ``Admin._call``.  Nothing here is mutable (the context's
 ``conn``, ``prefix`` and ``timeout`` are read at each call), so nothing is
 locked and one :class:`Admin` may be shared by many threads.
 """
@@ -14,9 +15,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
+from .. import observe
 from ..checks import whole
 from ..errors import (
     InvalidArgumentError,
+    JetStreamAPIError,
     JetStreamNotEnabledError,
     NoRespondersError,
     StreamNotFoundError,
@@ -64,7 +67,17 @@ class Admin:
         return reply.data
 
     def _call(self, suffix: str, body: Any, kind: type[T], timeout: Timeout = DEFAULT, *, level: int = 0) -> T:
-        return api.decode_reply(self._api(suffix, body, timeout, level=level), kind)
+        """The API call, its reply decoded; the server's error raised, and told to an observer
+        (:mod:`jsclient.observe`) on this thread.  Every management request's error comes through here (direct
+        gets and pulls, under the same ``$JS.API`` prefix, are answered with statuses instead)."""
+        data = self._api(suffix, body, timeout, level=level)
+        try:
+            return api.decode_reply(data, kind)
+        except JetStreamAPIError as exc:
+            listener = observe.listener
+            if listener is not None and exc.code:  # code 0: a reply we could not read, not the server's error
+                listener.api_error(exc.code, exc.err_code)
+            raise
 
     def _paged(self, suffix: str, body: dict[str, Any], kind: type[Any], field: str) -> list[Any]:
         items: list[Any] = []
@@ -244,7 +257,7 @@ class Admin:
         _check_names(stream, consumer)
         body = {"group": api.check_group(group)}
         level = self._js.require(features.PRIORITY_GROUPS)
-        api.decode_reply(self._api(f"CONSUMER.UNPIN.{stream}.{consumer}", body, level=level), api.SuccessReply)
+        self._call(f"CONSUMER.UNPIN.{stream}.{consumer}", body, api.SuccessReply, level=level)
 
 
 def _subject_filter(subject: str | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from msgspec import UNSET
 
+from .. import observe
 from ..checks import seconds, whole
 from ..deprecation import renamed_keywords, renamed_method
 from ..errors import (
@@ -34,6 +35,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..message import Msg
+from ..observe import ConsumerKind
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StoredMsg, StreamInfo
@@ -802,9 +804,15 @@ class OrderedConsumer:
         return self._consumer
 
     def _reset(self) -> None:
-        """Drop the consumer (a delivery was missed, or it is gone); the next read starts another."""
+        """Drop the consumer (a delivery was missed, or it is gone); the next read starts another.
+
+        Taking thread, no lock held: a consumer dropped is told to an observer (:mod:`jsclient.observe`).
+        """
         name, self._consumer = self._consumer, None
         if name is not None:
+            listener = observe.listener
+            if listener is not None:
+                listener.ordered_reset(ConsumerKind.ORDERED_PULL)
             delete_quietly(self._js, self.stream, name)
 
     def _in_order(self, msg: Msg) -> bool:

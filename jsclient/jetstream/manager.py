@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConnectionClosedError, MessageGapError
 from ..headers import status_of
+from ..observe import ConsumerKind
 from .metadata import ack_sequences
 from .status import NO_STATUS, Kind, Status, classify
 from .watchdog import Counted, HeartbeatMonitor
@@ -160,10 +161,13 @@ class MessageManager:
         with contextlib.suppress(ConnectionClosedError):
             self._core.publish_control(subject, b"")
 
-    def watch(self, sub: Counted, interval: float, alarm: float, on_alarm: Callable[[], None]) -> None:
-        """Have the watchdog call ``on_alarm`` once ``sub`` stays silent for ``alarm`` seconds."""
+    def watch(
+        self, sub: Counted, interval: float, alarm: float, on_alarm: Callable[[], None], kind: ConsumerKind
+    ) -> None:
+        """Have the watchdog call ``on_alarm`` once ``sub`` stays silent for ``alarm`` seconds (``kind``: the
+        reader's, as the alarm is told to an observer)."""
         self.unwatch()
-        self._monitor = HeartbeatMonitor(self._core.watchdog, sub, interval, alarm, on_alarm).start()
+        self._monitor = HeartbeatMonitor(self._core.watchdog, sub, interval, alarm, on_alarm, kind).start()
 
     def rearm(self) -> None:
         """Watchdog thread, from an alarm: count the silence afresh, so a silence that goes on alarms again."""

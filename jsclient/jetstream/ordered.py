@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import UNSET
 
+from .. import observe
 from ..backoff import Backoff
 from ..checks import seconds
 from ..errors import (
@@ -50,8 +51,9 @@ from ..errors import (
     TimeoutError,
 )
 from ..message import ACK_DISABLED, Msg
+from ..observe import ConsumerKind
 from ..protocol import check_subscribe_subject
-from ..subscription import until_closed
+from ..subscription import UntilClosed
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -241,7 +243,7 @@ class OrderedSubscription(Bound):
         self.consumer = info.name
         hb = cfg.idle_heartbeat
         assert isinstance(hb, float)
-        self._mm.watch(sub, hb, 3 * hb, lambda: self._request_reset(generation))
+        self._mm.watch(sub, hb, 3 * hb, lambda: self._request_reset(generation), ConsumerKind.ORDERED_PUSH)
 
     def _create(self, cfg: ConsumerConfig) -> api.ConsumerInfo:
         for attempt in RESET_RETRY.retrying(on=_RETRIABLE):
@@ -364,7 +366,11 @@ class OrderedSubscription(Bound):
             self._reset_cond.notify_all()
 
     def _reset(self) -> None:
-        """Recreate the consumer at the last accepted stream sequence + 1."""
+        """Recreate the consumer at the last accepted stream sequence + 1 (told to an observer first:
+        :mod:`jsclient.observe`; this runs on the reset thread, holding no lock)."""
+        listener = observe.listener
+        if listener is not None:
+            listener.ordered_reset(ConsumerKind.ORDERED_PUSH)
         old, old_consumer = self._channel, self.consumer
         self._channel = None
         self._mm.unwatch()
@@ -380,7 +386,7 @@ class OrderedSubscription(Bound):
         delete_quietly(self._js, self.stream, consumer)
 
     def __iter__(self) -> Iterator[Msg]:
-        return until_closed(self.next_msg)
+        return UntilClosed(self.next_msg)
 
     def _run_callbacks(self) -> None:
         cb = self._cb

@@ -38,6 +38,7 @@ from .api import PubAck
 from .status import Request, classify_header, no_stream, reply_error
 
 if TYPE_CHECKING:
+    from ..connection import Connection
     from ..message import Msg
     from ..protocol import MsgEvent
     from .context import JetStream
@@ -321,6 +322,11 @@ class Publisher:
         """Async publishes not settled yet."""
         return self._window.pending
 
+    @property
+    def connection(self) -> Connection:
+        """The connection its context publishes on."""
+        return self._js.conn
+
     def completed(self, timeout: float | None) -> None:
         """:meth:`JetStream.publish_async_completed <jsclient.jetstream.context.JetStream.publish_async_completed>`."""
         self._js.conn.core.send_pending()
@@ -330,6 +336,18 @@ class Publisher:
                 raise TimeoutError(
                     f"publish_async_completed: {window.pending} acks still outstanding after {timeout} s"
                 )
+
+
+def publish_async_in_flight() -> list[tuple[Connection, int]]:
+    """Each JetStream context's ``publish_async`` window in this process: its connection, and the async
+    publishes that await their acks (:attr:`JetStream.publish_async_pending
+    <jsclient.jetstream.context.JetStream.publish_async_pending>`).
+
+    For monitors (the OpenTelemetry metrics' gauge): any thread, no lock (each count is read as it
+    stands).  Publishers are listed through the fork registry, where each one is put once, when its
+    context is made, and from which it goes with its context.
+    """
+    return [(obj.connection, obj.pending) for obj in fork.tracked() if isinstance(obj, Publisher)]
 
 
 def _retry_unanswered(send: Callable[[float], PubAck], subject: str, wait: float, deadline: float) -> PubAck:

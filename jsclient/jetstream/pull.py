@@ -33,6 +33,7 @@ from ..errors import (
     SubscriptionClosedError,
 )
 from ..message import Msg
+from ..observe import ConsumerKind
 from ..protocol import check_subscribe_subject
 from ..timeouts import DEFAULT, Timeout, answer_limit
 from . import api, features
@@ -297,7 +298,9 @@ class PullSubscription(Bound):
         serial = next(self._serials)
         if heartbeat is not None:
             channel = inbox.channel
-            inbox.mm.watch(channel.port, heartbeat, 2 * heartbeat, lambda: channel.wake(Wake.SILENT, serial))
+            inbox.mm.watch(
+                channel.port, heartbeat, 2 * heartbeat, lambda: channel.wake(Wake.SILENT, serial), ConsumerKind.PULL
+            )
         try:
             # No-wait first: what is available now, without waiting.
             token = inbox.pull(max_messages - len(out), expires=None, no_wait=True, max_bytes=max_bytes, heartbeat=None)
@@ -599,7 +602,7 @@ class MessageStream:
         take = channel.take
         mm = inbox.mm
         silence = 2 * self.heartbeat if self.heartbeat else self.expires + 1.0
-        mm.watch(channel.port, silence / 2, silence, self._silent)
+        mm.watch(channel.port, silence / 2, silence, self._silent, ConsumerKind.PULL)
         self._watching = True
         try:
             while not self._stopped.is_set():

@@ -32,8 +32,9 @@ from ..errors import (
     TimeoutError,
 )
 from ..message import ACK_DISABLED, Msg
+from ..observe import ConsumerKind
 from ..protocol import check_queue_name, check_subscribe_subject
-from ..subscription import until_closed
+from ..subscription import UntilClosed
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
@@ -127,7 +128,7 @@ class PushSubscription(Bound):
         else:
             self._create(config, name, limits)
         if idle_heartbeat is not None and alarm is not None:
-            self._mm.watch(self._core(), idle_heartbeat, alarm, self._alarm)
+            self._mm.watch(self._core(), idle_heartbeat, alarm, self._alarm, ConsumerKind.PUSH)
 
     def __repr__(self) -> str:
         return f"<PushSubscription stream={self.stream!r} consumer={self.consumer!r} subject={self.subject!r}>"
@@ -192,7 +193,7 @@ class PushSubscription(Bound):
         raise got.error
 
     def __iter__(self) -> Iterator[Msg]:
-        return until_closed(self.next_msg)
+        return UntilClosed(self.next_msg)
 
     def _dispatch(self, msg: Msg) -> None:
         """Core callback on the dispatcher thread: statuses here, user messages to the user."""

@@ -7,8 +7,9 @@ subscription).  Each check compares the subscription's ``received`` counter
 (written by the reader thread for messages and heartbeats alike, so the hot
 path pays nothing extra) with the last value seen; when it has not moved for
 the alarm time, ``on_alarm`` runs once, on the watchdog thread, and must only
-hand work elsewhere.  The monitor's fields are touched only by that thread,
-except ``stop()``, which merely cancels.
+hand work elsewhere; an observer (:mod:`jsclient.observe`) is told just
+before.  The monitor's fields are touched only by that thread, except
+``stop()``, which merely cancels.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from .. import observe
+from ..observe import ConsumerKind
 from ..scheduler import Scheduler, Timer
 
 
@@ -34,8 +37,10 @@ class HeartbeatMonitor:
         interval: float,
         alarm: float,
         on_alarm: Callable[[], None],
+        kind: ConsumerKind,
     ) -> None:
         self._watchdog = watchdog
+        self._kind = kind  # what the alarm is told as
         self._sub = sub
         self.interval = interval
         self.alarm = alarm
@@ -67,6 +72,9 @@ class HeartbeatMonitor:
             self._alarmed = False
         elif not self._alarmed and now - self._last_change >= self.alarm:
             self._alarmed = True
+            listener = observe.listener
+            if listener is not None:
+                listener.heartbeat_alarm(self._kind)
             self._on_alarm()
         if not self._stopped:
             self._timer = self._watchdog.call_later(self.interval, self._check)

@@ -103,6 +103,10 @@ class SparkOptions:
             :doc:`/guides/spark-pushdown`).
         given: The fields :meth:`parse` found among the option keys, so that an option given at its default
             value is still one that was given (and refused where it does not apply).
+        trace_context: The trace context the driver's OpenTelemetry instrumentation put into the options
+            (keys ``jsclient.trace.<field>``: ``jsclient.trace.traceparent``, ``jsclient.trace.tracestate``,
+            whatever the propagator writes), as (field, value) pairs: the executors' spans of the read or write
+            are its children (``jsclient.instrumentation.spark``).  Never checked, never compared.
     """
 
     servers: str = "nats://127.0.0.1:4222"
@@ -140,6 +144,7 @@ class SparkOptions:
     include_content: bool = True
     filter_pushdown: bool | None = None
     given: frozenset[str] = dataclasses.field(default=frozenset(), repr=False, compare=False)
+    trace_context: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     #: Spark option key (lower-cased) -> field name.
     KEYS = {
@@ -177,6 +182,8 @@ class SparkOptions:
     }
     #: Keys Spark itself puts into a data source's options (lower-cased), accepted and ignored.
     SPARK_KEYS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
+    #: Option keys under this prefix (lower-cased) carry trace context to the executors (``trace_context``).
+    TRACE_PREFIX = "jsclient.trace."
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SparkOptions:
@@ -194,8 +201,13 @@ class SparkOptions:
                 that contradict each other.
         """
         fields: dict[str, Any] = {}
+        trace: list[tuple[str, str]] = []
         for raw_key, value in options.items():
-            key = str(raw_key).lower().replace("-", "_")
+            lowered = str(raw_key).lower()
+            if lowered.startswith(cls.TRACE_PREFIX):  # the instrumentation's, never a user's typo to name
+                trace.append((lowered[len(cls.TRACE_PREFIX):], str(value)))
+                continue
+            key = lowered.replace("-", "_")
             if key in cls.SPARK_KEYS:
                 continue
             name = cls.KEYS.get(key) or cls.KEYS.get(key.replace("_", ""))
@@ -203,7 +215,7 @@ class SparkOptions:
                 known = ", ".join(sorted(set(cls.KEYS)))
                 raise InvalidArgumentError(f"unknown jetstream option {raw_key!r}; known options: {known}")
             fields[name] = cls._convert(name, raw_key, value)
-        return cls(**fields, given=frozenset(fields))
+        return cls(**fields, given=frozenset(fields), trace_context=tuple(sorted(trace)))
 
     @staticmethod
     def _convert(name: str, key: str, value: Any) -> Any:
