@@ -52,6 +52,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
+from enum import Enum
 from typing import TYPE_CHECKING, Protocol, cast
 
 from .deprecation import renamed_keywords
@@ -70,6 +71,18 @@ if TYPE_CHECKING:
     from .options import Options
 
 MsgCallback = Callable[[Msg], None]
+
+
+class Gaps(Enum):
+    """Internal (the delivery port): what a take does at a gap marker (messages dropped there): raise
+    SlowConsumerError, as ``next_msg`` does, or pass it, as the layers above the port do (they hear of drops
+    through the error callback).  An enum, not a flag: ``next_msg`` passes it positionally, for speed."""
+
+    PASS = 0
+    REPORT = 1
+
+
+_REPORT = Gaps.REPORT  # bound once: next_msg passes it on every call
 
 
 class _AtGap(Exception):
@@ -306,9 +319,9 @@ class Subscription:
         """
         if self._cb is not None:
             raise Error("next_msg cannot be used on a subscription with a callback")
-        return self.take(take_limit(timeout), True)  # report gaps; positional: a keyword makes this call slower
+        return self.take(take_limit(timeout), _REPORT)  # positional: a keyword makes this call slower
 
-    def take(self, timeout: float | None, report_gaps: bool = False) -> Msg:
+    def take(self, timeout: float | None, gaps: Gaps = Gaps.PASS) -> Msg:
         """Internal (the delivery port): :meth:`next_msg` without its checks, for the layers above.
 
         A gap where messages were dropped is passed silently: the layers above
@@ -317,14 +330,14 @@ class Subscription:
 
         Args:
             timeout: Seconds to wait, already checked; ``None``, no limit; ``0``, only one already queued.
-            report_gaps: Raise SlowConsumerError at a gap, as :meth:`next_msg` does.
+            gaps: At a gap, raise SlowConsumerError (REPORT, as :meth:`next_msg` does) or pass it.
 
         Returns:
             The next message.
 
         Raises:
             TimeoutError: No message within ``timeout``.
-            SlowConsumerError: With ``report_gaps``, messages were dropped here.
+            SlowConsumerError: With ``Gaps.REPORT``, messages were dropped here.
             SubscriptionClosedError: The subscription ended and nothing is queued.
             ConnectionClosedError: The connection closed and nothing is queued.
             Error: The error an :meth:`interrupt` left, once the queue is empty (raised once).
@@ -337,9 +350,9 @@ class Subscription:
             pass
         except _AtGap:
             gap = self._pass_gap()
-            if gap is not None and report_gaps:
+            if gap is not None and gaps is _REPORT:
                 raise gap from None
-        return self._wait(timeout, report_gaps=report_gaps)
+        return self._wait(timeout, gaps)
 
     def interrupt(self, reason: Error) -> None:
         """Internal (the delivery port): have the next take raise ``reason`` once, when the queue is empty.
@@ -371,8 +384,8 @@ class Subscription:
         self._dropped_told = dropped
         return SlowConsumerError(self.subject, self.sid, dropped, missed=missed)
 
-    def _wait(self, timeout: float | None, *, report_gaps: bool) -> Msg:
-        """The slow path of a take: wait for a message, passing gap markers (raising for them if ``report_gaps``)."""
+    def _wait(self, timeout: float | None, gaps: Gaps) -> Msg:
+        """The slow path of a take: wait for a message, passing gap markers (raising for them with REPORT)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._waiters += 1
@@ -384,7 +397,7 @@ class Subscription:
                             self._bytes_out += len(msg.data)
                             return msg
                         gap = self._pass_gap()
-                        if gap is not None and report_gaps:
+                        if gap is not None and gaps is _REPORT:
                             raise gap
                         continue
                     # The queue has emptied: a later drop is a new slow episode.

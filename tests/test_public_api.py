@@ -14,9 +14,10 @@ from typing import Any
 
 import jsclient
 
-#: Internal on purpose: the layers' own interface (``Connection.core``) and the feature table behind
-#: ``JetStream.require`` are not for users; both are documented as internal.
-INTERNAL = {"jsclient.core.iface.CoreAPI", "jsclient.jetstream.features.Feature"}
+#: Internal on purpose: the layers' own interface (``Connection.core``), the feature table behind
+#: ``JetStream.require`` and what the delivery port's ``take`` does at a gap are not for users; all three are
+#: documented as internal.
+INTERNAL = {"jsclient.core.iface.CoreAPI", "jsclient.jetstream.features.Feature", "jsclient.subscription.Gaps"}
 
 
 def _classes(tp: Any, out: set[type]) -> None:

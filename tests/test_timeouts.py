@@ -34,7 +34,8 @@ pytestmark = pytest.mark.compat
 #: Calls that need the server's answer: omitted is the default, None no limit, 0 refused before sending.
 ANSWER = {
     "AtomicBatch.__init__", "Connection.drain", "Connection.flush", "Connection.jetstream", "Connection.request",
-    "Connection.request_async", "Connection.request_many", "Connection.rtt", "Consumer.fetch", "Consumer.next_msg",
+    "Connection.request_async", "Connection.request_many", "Connection.rtt", "Connection.trace_message",
+    "Consumer.fetch", "Consumer.next_msg",
     "JetStream.__init__", "JetStream.add_consumer", "JetStream.atomic_batch", "JetStream.consumer_info",
     "JetStream.counter_add",
     "JetStream.counter_get", "JetStream.counter_get_many", "JetStream.direct_get", "JetStream.direct_get_batch",
@@ -226,6 +227,7 @@ ZERO: dict[str, Callable[[jsclient.Connection, jsclient.JetStream, dict[str, Any
     "Connection.request": lambda nc, js, o: nc.request("zero.a", b"", timeout=0),
     "Connection.request_async": lambda nc, js, o: nc.request_async("zero.a", b"", timeout=0),
     "Connection.request_many": lambda nc, js, o: nc.request_many("zero.a", b"", timeout=0),
+    "Connection.trace_message": lambda nc, js, o: nc.trace_message("zero.a", b"", timeout=0),
     "Connection.rtt": lambda nc, js, o: nc.rtt(timeout=0),
     "Consumer.fetch": lambda nc, js, o: o["consumer"].fetch(1, timeout=0),
     "Consumer.next_msg": lambda nc, js, o: o["consumer"].next_msg(timeout=0),
