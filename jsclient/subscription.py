@@ -39,7 +39,9 @@ new marker.  The delivery port's :meth:`take` passes a marker silently:
 the layers above decide what a lost message means to them (a JetStream
 consumer with acks gets it again), and the error callback hears of the
 drops in its own episodes (``_slow``: from a drop until a taker finds the
-queue empty).
+queue empty).  A layer that must act where messages went missing (the
+ordered consumer, whose arrival hook accepted them before they were
+dropped) asks for ``Gaps.SIGNAL``: :class:`GapPassed` at every marker.
 The marker costs the taking hot path nothing: reading its ``data``, which
 every take does to count bytes, raises :class:`_AtGap`.  ``_gaps_marked``
 (reader) and ``_gaps_passed`` (taker) say whether one is queued.
@@ -75,14 +77,23 @@ MsgCallback = Callable[[Msg], None]
 
 class Gaps(Enum):
     """Internal (the delivery port): what a take does at a gap marker (messages dropped there): raise
-    SlowConsumerError, as ``next_msg`` does, or pass it, as the layers above the port do (they hear of drops
-    through the error callback).  An enum, not a flag: ``next_msg`` passes it positionally, for speed."""
+    SlowConsumerError, as ``next_msg`` does; pass it, as most layers above the port do (they hear of drops
+    through the error callback); or raise :class:`GapPassed` at every marker, for a layer that must act where
+    the messages went missing (the ordered consumer recreates its consumer there).  An enum, not a flag:
+    ``next_msg`` passes it positionally, for speed."""
 
     PASS = 0
     REPORT = 1
+    SIGNAL = 2
 
 
 _REPORT = Gaps.REPORT  # bound once: next_msg passes it on every call
+_SIGNAL = Gaps.SIGNAL
+
+
+class GapPassed(Exception):
+    """Internal (the delivery port): a take with ``Gaps.SIGNAL`` passed a gap marker: messages were dropped
+    here, after those taken so far and before those still queued."""
 
 
 class _AtGap(Exception):
@@ -324,13 +335,15 @@ class Subscription:
     def take(self, timeout: float | None, gaps: Gaps = Gaps.PASS) -> Msg:
         """Internal (the delivery port): :meth:`next_msg` without its checks, for the layers above.
 
-        A gap where messages were dropped is passed silently: the layers above
-        decide what a lost message means to them (and the error callback hears
-        of the drops).
+        A gap where messages were dropped is passed silently by default: the
+        layers above decide what a lost message means to them (and the error
+        callback hears of the drops).
 
         Args:
             timeout: Seconds to wait, already checked; ``None``, no limit; ``0``, only one already queued.
-            gaps: At a gap, raise SlowConsumerError (REPORT, as :meth:`next_msg` does) or pass it.
+            gaps: At a gap, raise SlowConsumerError (REPORT, as :meth:`next_msg` does), pass it (PASS), or raise
+                the internal GapPassed at every one (SIGNAL; the marker is passed, so the next take goes on with
+                the messages after it).
 
         Returns:
             The next message.
@@ -350,6 +363,8 @@ class Subscription:
             pass
         except _AtGap:
             gap = self._pass_gap()
+            if gaps is _SIGNAL:
+                raise GapPassed from None
             if gap is not None and gaps is _REPORT:
                 raise gap from None
         return self._wait(timeout, gaps)
@@ -397,6 +412,8 @@ class Subscription:
                             self._bytes_out += len(msg.data)
                             return msg
                         gap = self._pass_gap()
+                        if gaps is _SIGNAL:
+                            raise GapPassed
                         if gap is not None and gaps is _REPORT:
                             raise gap
                         continue

@@ -25,6 +25,7 @@ from jsclient.jetstream.channel import Channel, Wake
 from jsclient.jetstream.manager import MessageManager, StrictOrder, Verdict
 from jsclient.jetstream.pull import MessageStream, PullSubscription
 from jsclient.message import Msg
+from jsclient.subscription import Gaps
 
 from .test_manager import Core, message, status
 
@@ -62,7 +63,7 @@ class FakePort:
     def is_closed(self) -> bool:
         return self.closed or not self.receiving
 
-    def take(self, timeout: float | None) -> Msg:
+    def take(self, timeout: float | None, gaps: Gaps = Gaps.PASS) -> Msg:  # this port drops nothing
         with self._cond:
             if not self.queue and self._interrupt is None and not self.closed and self.receiving:
                 self._cond.wait(0.05 if timeout is None else min(timeout, 0.05))

@@ -95,6 +95,8 @@ INTERNAL = {
     "jsclient.jetstream.channel.Woken": "wakes a taker; the consumption engine turns it into a WOKEN verdict",
     "jsclient.core.state.TransitionError": "a state-machine bug in jsclient, not something to catch",
     "jsclient.subscription._AtGap": "a take reaching a gap marker; the take turns it into SlowConsumerError or passes",
+    "jsclient.subscription.GapPassed": "a take with Gaps.SIGNAL passing a gap marker; the channel turns it into a "
+                                       "DROPPED verdict",
 }
 
 

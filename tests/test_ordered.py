@@ -275,3 +275,66 @@ def test_drain_hands_out_what_arrived_then_ends(js: jsclient.JetStream) -> None:
     drainer.join(20)
     assert drained == [None]
     assert sub.is_closed
+
+
+def wait_dropped(sub: object, n: int) -> None:
+    """Until the ordered subscription's current inbox has dropped ``n`` messages over its pending limit."""
+    deadline = time.monotonic() + 30
+    while sub._channel.port.dropped < n and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.01)
+    assert sub._channel.port.dropped >= n  # type: ignore[attr-defined]
+
+
+def test_overflowed_queue_is_healed_from_the_last_message_handed_out(js: jsclient.JetStream) -> None:
+    """Messages dropped over the pending limit were accepted in order on arrival; the taker, at the gap, has the
+    consumer recreated after the last message it handed out and discards what came after the gap."""
+    fill(js, "OVER", "over", 300)
+    sub = js.subscribe("over", ordered=True, pending_msgs_limit=20, idle_heartbeat=0.5)
+    wait_dropped(sub, 280)  # nobody read: 20 kept, the rest dropped
+    got = read_all(sub, 10, timeout=10)
+    for i in range(300, 310):  # queued behind the gap marker, where 10 were taken
+        js.publish("over", b"%d" % i)
+    deadline = time.monotonic() + 30
+    while sub._mm.stream_seq < 310 and time.monotonic() < deadline:  # accepted on arrival
+        time.sleep(0.01)
+    assert sub._channel.port.pending_msgs > 10  # some of them are queued after the gap
+    got += read_all(sub, 300, timeout=10)
+    assert got == list(range(310))
+    assert sub.last_stream_seq == 310 and sub.resets >= 1
+    with pytest.raises(jsclient.TimeoutError):
+        sub.next_msg(timeout=0.3)
+    sub.unsubscribe()
+
+
+def test_overflowed_kv_watcher_sees_every_key_once(server: NatsServer) -> None:
+    """A key-value watcher is an ordered subscription with the connection's pending limits: one that overflows
+    while nobody reads still gives every current value once, in order, then the marker."""
+    nc = jsclient.connect(server.url, pending_msgs_limit=20)
+    try:
+        kv = nc.jetstream().create_key_value("OVERKV")
+        for i in range(300):
+            kv.put(f"k.{i}", b"%d" % i)
+        with kv.watch() as watcher:
+            wait_dropped(watcher._sub, 200)
+            entries = list(watcher.initial())
+            assert [(e.key, e.value) for e in entries] == [(f"k.{i}", b"%d" % i) for i in range(300)]
+            assert watcher._sub.resets >= 1
+            kv.put("k.late", b"late")
+            late = watcher.next(timeout=10)
+            assert late is not None and late.key == "k.late"
+        nc.jetstream().delete_key_value("OVERKV")
+    finally:
+        nc.close()
+
+
+def test_reset_flagged_past_an_overflow_resumes_after_the_last_message_handed_out(js: jsclient.JetStream) -> None:
+    """A reset flagged elsewhere (here what a reconnect runs) while only the gap marker is queued: the new
+    consumer starts after the last message handed out, not after the last one accepted and then dropped."""
+    fill(js, "OVERR", "overr", 300)
+    sub = js.subscribe("overr", ordered=True, pending_msgs_limit=20)
+    wait_dropped(sub, 280)
+    got = read_all(sub, 20, timeout=10)
+    sub._on_reconnect()
+    got += read_all(sub, 280, timeout=10)
+    assert got == list(range(300))
+    sub.unsubscribe()

@@ -35,7 +35,7 @@ from ..headers import HeadersInput
 from ..message import Attached, MessageCore, Msg
 from ..protocol import R, ReplyShape
 from ..scheduler import Scheduler
-from ..subscription import SubscriptionCore, SubscriptionOwner
+from ..subscription import Gaps, SubscriptionCore, SubscriptionOwner
 from ..timeouts import DEFAULT, Timeout
 from .fork import Forkable
 
@@ -129,11 +129,14 @@ class DeliveryPort(Protocol):
     def is_closed(self) -> bool:
         """No more messages will arrive (what is queued may still be taken)."""
 
-    def take(self, timeout: float | None) -> Msg:
+    def take(self, timeout: float | None, gaps: Gaps = Gaps.PASS) -> Msg:
         """The next message, waiting up to ``timeout`` seconds (None: forever); no argument checks.
 
         Raises :class:`~jsclient.TimeoutError`, the error of an :meth:`interrupt`
         (once, when the queue is empty), or the error that ended the subscription.
+        Where messages were dropped over the pending limits, ``gaps`` says
+        what happens: passed silently (PASS) or, with SIGNAL,
+        :class:`~jsclient.subscription.GapPassed` raised there.
         """
 
     def interrupt(self, reason: Error) -> None:

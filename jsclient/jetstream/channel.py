@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..errors import Error, TimeoutError
 from ..headers import status_of
 from ..message import Msg
+from ..subscription import GapPassed, Gaps
 from .manager import Table, Verdict
 from .status import NO_STATUS, Request, Status, reply_error
 
@@ -30,8 +31,9 @@ if TYPE_CHECKING:
 
 
 #: The verdicts a step can carry, as module globals for the per-message loops (HANDLED never comes out).
-MESSAGE, END, WARNING, RESET, ERROR, TIMED_OUT, WOKEN = (
-    Verdict.MESSAGE, Verdict.END, Verdict.WARNING, Verdict.RESET, Verdict.ERROR, Verdict.TIMED_OUT, Verdict.WOKEN
+MESSAGE, END, WARNING, RESET, ERROR, TIMED_OUT, WOKEN, DROPPED = (
+    Verdict.MESSAGE, Verdict.END, Verdict.WARNING, Verdict.RESET, Verdict.ERROR, Verdict.TIMED_OUT, Verdict.WOKEN,
+    Verdict.DROPPED,
 )
 
 
@@ -64,6 +66,7 @@ class Woken(Error):
 
 
 _TIMED_OUT_STEP = Step(TIMED_OUT)
+_DROPPED_STEP = Step(DROPPED)
 _new_step = tuple.__new__  # a Step of a message without the generated __new__'s keyword handling
 
 
@@ -77,20 +80,25 @@ class Channel:
 
     ``request`` and ``target`` name what the messages answer (a consumer's
     deliveries, a direct get on a stream, publishes to a subject), which
-    says what an error status means.
+    says what an error status means.  ``gaps`` is what a take does where the
+    port dropped messages over its pending limits: pass it (the default), or,
+    with ``Gaps.SIGNAL``, give a :data:`DROPPED` step there (the ordered
+    consumer, which must recreate its consumer after the last message it
+    handed out).
     """
 
-    __slots__ = ("manager", "port", "request", "table", "target")
+    __slots__ = ("gaps", "manager", "port", "request", "table", "target")
 
     def __init__(
         self, port: DeliveryPort, manager: MessageManager, table: Table, *,
-        request: Request = Request.CONSUME, target: str = "",
+        request: Request = Request.CONSUME, target: str = "", gaps: Gaps = Gaps.PASS,
     ) -> None:
         self.port = port
         self.manager = manager
         self.table = table
         self.request = request
         self.target = target
+        self.gaps = gaps
 
     def step(self, timeout: float | None) -> Step:
         """The next thing the workflow must act on, waiting up to ``timeout`` (None: until one comes).
@@ -105,11 +113,13 @@ class Channel:
         """:meth:`step`, but a user message comes out as itself (the per-message loops' call)."""
         port = self.port
         try:
-            msg = port.take(timeout)
+            msg = port.take(timeout, self.gaps)
         except TimeoutError:
             return _TIMED_OUT_STEP
         except Woken as woken:
             return Step(WOKEN, wake=woken.wake, serial=woken.serial)
+        except GapPassed:
+            return _DROPPED_STEP
         header = msg.header
         if header is None or status_of(header) is None:
             return msg
@@ -128,11 +138,13 @@ class Channel:
                 return self._status_step(verdict, msg)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                msg = port.take(remaining)
+                msg = port.take(remaining, self.gaps)
             except TimeoutError:
                 return _TIMED_OUT_STEP
             except Woken as woken:
                 return Step(WOKEN, wake=woken.wake, serial=woken.serial)
+            except GapPassed:
+                return _DROPPED_STEP
 
     def judge(self, msg: Msg) -> Step | None:
         """The step of a message handed over by the core (a callback's); None when it was handled here."""

@@ -891,7 +891,8 @@ class JetStream(Reads):
             ordered: Make it an ordered consumer: every message once and in order, no acks, recreated after
                 a gap.
             pending_msgs_limit: How many messages may wait in the subscription's queue before it drops them
-                (a slow consumer); left out, the connection's default.
+                (a slow consumer; an ordered one recreates its consumer there, so they come again); left out,
+                the connection's default.
             pending_bytes_limit: The same, in bytes.
 
         Returns:

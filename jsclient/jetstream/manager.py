@@ -55,6 +55,7 @@ class Verdict(enum.Enum):
     # The channel's own, never in a table: no message came.
     TIMED_OUT = "timed out"  # nothing by the deadline
     WOKEN = "woken"  # woken by Channel.wake
+    DROPPED = "dropped"  # the port dropped messages here (only for a channel that asks: Gaps.SIGNAL)
 
 
 Table = Mapping[Kind, Verdict]
@@ -64,7 +65,7 @@ def _table(default: Verdict, **verdicts: Verdict) -> Table:
     """A verdict for every kind: the ones named, ``default`` for the rest."""
     unknown = set(verdicts) - set(Kind.__members__)
     assert not unknown, unknown
-    assert not {Verdict.TIMED_OUT, Verdict.WOKEN} & {default, *verdicts.values()}, "the channel's own"
+    assert not {Verdict.TIMED_OUT, Verdict.WOKEN, Verdict.DROPPED} & {default, *verdicts.values()}, "the channel's own"
     return {kind: verdicts.get(kind.name, default) for kind in Kind}
 
 

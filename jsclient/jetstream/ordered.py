@@ -6,15 +6,20 @@ Threads and state:
   for the current core subscription (a hook bound to one generation): under
   ``_lock`` it hands the message to the :class:`~.manager.StrictOrder`
   manager, which accepts only the next consumer sequence; on a gap the
-  message is dropped, ``_reset_from`` set and the taker interrupted.
+  message is dropped, ``_reset_from`` set and the taker interrupted.  A
+  message accepted there may still be dropped by the core subscription over
+  its pending limits; the core queues a gap marker in its place.
 * The **taking thread** (``next_msg``, iteration, or this subscription's own
   callback thread) carries out the :data:`~.manager.ORDERED` verdict of each
-  queued message, then has the reset done and waits for it no longer than
-  its own deadline.
+  queued message.  When a reset is flagged and the queue is empty, or at
+  once when it passes a gap marker (the channel's :data:`~.channel.DROPPED`
+  step), it abandons the inbox (:meth:`OrderedSubscription._abandon`: what
+  is still queued there is discarded, the next consumer sends it again),
+  then has the reset done and waits for it no longer than its own deadline.
 * A **reset thread** (``jsclient-ordered-reset``, one at a time) performs
   it: unsubscribe the old inbox, delete the old consumer best-effort, create
-  a new one at the last accepted stream sequence + 1, with tenacity backoff
-  while JetStream is unavailable.  It may take longer than any one
+  a new one at the stream sequence of the last message handed out + 1, with
+  tenacity backoff while JetStream is unavailable.  It may take longer than any one
   ``next_msg`` (a paused or unreachable server); later calls wait for the
   same reset, and an error that ends it (a deleted stream) is raised once by
   the next ``next_msg``.
@@ -23,6 +28,7 @@ Threads and state:
 
 ``_lock`` guards the generation, the reset flag and the manager's accepted
 sequences (the manager's flow-control lock may be taken under it);
+``last_stream_seq`` is the taker's, read by the reset thread it starts;
 ``_reset_cond`` (its own lock, never held with ``_lock``) the reset thread
 and the error it left.
 """
@@ -53,12 +59,12 @@ from ..errors import (
 from ..message import ACK_DISABLED, Msg
 from ..observe import ConsumerKind
 from ..protocol import check_subscribe_subject
-from ..subscription import UntilClosed
+from ..subscription import Gaps, UntilClosed
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy
 from .bind import Bound, stream_of
-from .channel import RESET, TIMED_OUT, WOKEN, Channel, Wake
+from .channel import DROPPED, RESET, TIMED_OUT, WOKEN, Channel, Wake
 from .manager import ORDERED, StrictOrder
 
 if TYPE_CHECKING:
@@ -132,8 +138,9 @@ class OrderedSubscription(Bound):
     """Messages of a stream (or subject filter) exactly once, in order, despite faults.
 
     Made by ``js.subscribe(..., ordered=True)``.  Its consumer is recreated
-    where delivery stands after a gap, missed heartbeats, a deleted consumer
-    or a reconnect (``resets`` counts them).  Iteration ends when the
+    after the last message handed out on a gap (in the consumer's sequence,
+    or where its queue dropped messages over the pending limits), missed
+    heartbeats, a deleted consumer or a reconnect (``resets`` counts them).  Iteration ends when the
     subscription or the connection does.
 
     Every call may raise:
@@ -185,7 +192,8 @@ class OrderedSubscription(Bound):
         # Taker side: what the user has been given.
         self.last_stream_seq = 0
         self.last_consumer_seq = 0
-        #: Consumer recreations so far (gaps, lost heartbeats, deleted consumers, reconnects).
+        #: Consumer recreations so far (gaps, drops over the pending limits, lost heartbeats, deleted consumers,
+        #: reconnects).
         self.resets = 0
         self.consumer = ""
         self._thread: threading.Thread | None = None
@@ -217,12 +225,17 @@ class OrderedSubscription(Bound):
 
     # -- creating a consumer -------------------------------------------------------
     def _start(self) -> None:
-        """Subscribe a fresh inbox and create a consumer from where delivery stands."""
+        """Subscribe a fresh inbox and create a consumer after the last message handed out.
+
+        Not after the last one accepted on arrival: the core may have dropped
+        some of those over its pending limits, and the taker discarded any
+        still queued when it abandoned the old inbox.
+        """
         conn = self._conn
         with self._lock:
             self._generation += 1
             generation = self._generation
-            start = self._mm.stream_seq
+            start = self.last_stream_seq  # the taker waits for this reset: it hands out nothing meanwhile
             self._mm.restart()
             self._reset_from = None
         inbox = conn.new_inbox()
@@ -239,7 +252,7 @@ class OrderedSubscription(Bound):
         except BaseException:
             sub.unsubscribe()
             raise
-        self._channel = Channel(sub, self._mm, ORDERED)
+        self._channel = Channel(sub, self._mm, ORDERED, gaps=Gaps.SIGNAL)
         self.consumer = info.name
         hb = cfg.idle_heartbeat
         assert isinstance(hb, float)
@@ -262,7 +275,7 @@ class OrderedSubscription(Bound):
             return self._mm.arrive(msg)
 
     def _flag_reset(self) -> None:
-        """Under _lock: stop accepting and have the taker reset from the last accepted message."""
+        """Under _lock: stop accepting; the taker hands out what is queued, then has the consumer recreated."""
         self._reset_from = self._mm.stream_seq
         channel = self._channel
         if channel is not None:
@@ -306,7 +319,10 @@ class OrderedSubscription(Bound):
             if self._closed:
                 raise SubscriptionClosedError(f"ordered subscription on {self.stream!r} is closed")
             channel = self._channel
-            if channel is None or (self._reset_from is not None and not channel.port.pending_msgs):
+            if channel is not None and self._reset_from is not None and not channel.port.pending_msgs:
+                self._abandon(channel)  # everything accepted before the reset was flagged is handed out
+                channel = None
+            if channel is None:
                 if self._draining:
                     raise SubscriptionClosedError(f"ordered subscription on {self.stream!r} is drained")
                 self._await_reset(deadline, timeout)
@@ -327,12 +343,33 @@ class OrderedSubscription(Bound):
             verdict = got.verdict
             if verdict is TIMED_OUT:
                 raise TimeoutError(f"ordered consumer on {self.stream!r}: no message within {timeout} s")
-            if verdict is RESET:
+            if verdict is DROPPED:  # messages were lost here: those queued after them follow a hole
+                self._abandon(channel)
+            elif verdict is RESET:
                 with self._lock:
                     self._flag_reset()
             elif verdict is not WOKEN:  # woken: the reset flagged is done on the next round
                 assert got.error is not None
                 raise got.error
+
+    def _abandon(self, channel: Channel) -> None:
+        """Taking thread: take no more from ``channel``; the consumer is to be recreated after the last message
+        handed out.
+
+        Called where the core dropped messages (they were accepted on
+        arrival, so no sequence check saw the hole) and when a flagged reset
+        finds the queue empty.  What is still queued, or still on its way to
+        the queue, is discarded with the inbox: the next consumer sends it
+        again.  The reset thread is started after this, so it reads
+        ``last_stream_seq`` as this thread left it.
+        """
+        with self._lock:
+            if self._reset_from is None:
+                self._reset_from = self.last_stream_seq
+            if self._channel is channel:
+                self._channel = None
+        with contextlib.suppress(Error):
+            channel.port.unsubscribe()
 
     def _await_reset(self, deadline: float | None, timeout: float | None) -> None:
         """Taking thread: have the consumer recreated (in the background) and wait for it until ``deadline``."""
