@@ -59,6 +59,7 @@ from .errors import ConnectionClosedError, Error, InvalidArgumentError, SlowCons
 from .headers import Headers, HeadersInput
 from .payload import as_bytes
 from .protocol import check_queue_name, check_subscribe_subject
+from .subscription import Relay
 from .timeouts import DEFAULT, Timeout, answer_limit
 
 if TYPE_CHECKING:
@@ -473,13 +474,33 @@ class Service(Group):
         if self._stopped.is_set():
             raise InvalidArgumentError(f"service {self.name} is stopped")
         endpoint = Endpoint(name, subject, queue, checked, handler)
+        default_msgs, default_bytes = self._pending_limits
+        endpoint.sub = self._nc.subscribe(
+            subject, queue or None,
+            callback=Relay(
+                self._hand_over(endpoint, handler),
+                lambda hook: self._hand_over(endpoint, hook.handler(self, endpoint, handler)),
+            ),
+            pending_msgs_limit=default_msgs if msgs_limit is None else msgs_limit,
+            pending_bytes_limit=default_bytes if bytes_limit is None else bytes_limit,
+        )
+        with self._lock:
+            self._endpoints.append(endpoint)
+        return endpoint
+
+    def _hand_over(self, endpoint: Endpoint, handler: Handler) -> Callable[[Msg], None]:
+        """The endpoint's subscription callback, which hands each request to a worker that runs ``handler``.
+
+        A :class:`~jsclient.subscription.Relay`'s: in a round the dispatch seam observes, ``handler`` is what the
+        seam wrapped the endpoint's handler in.
+        """
         slots = self._slots
 
         def hand_over(msg: Msg) -> None:
             """The subscription's thread: wait for a free worker, so that requests wait in the bounded queue."""
             slots.acquire()
             try:
-                self._pool.submit(self._handle, endpoint, msg)
+                self._pool.submit(self._handle, endpoint, handler, msg)
             except RuntimeError:  # the pool is shut: stop() gave up on this request (its drain ran out of time)
                 slots.release()
                 with self._lock:
@@ -489,22 +510,14 @@ class Service(Group):
                 slots.release()
                 raise
 
-        default_msgs, default_bytes = self._pending_limits
-        endpoint.sub = self._nc.subscribe(
-            subject, queue or None, callback=hand_over,
-            pending_msgs_limit=default_msgs if msgs_limit is None else msgs_limit,
-            pending_bytes_limit=default_bytes if bytes_limit is None else bytes_limit,
-        )
-        with self._lock:
-            self._endpoints.append(endpoint)
-        return endpoint
+        return hand_over
 
-    def _handle(self, endpoint: Endpoint, msg: Msg) -> None:
+    def _handle(self, endpoint: Endpoint, handler: Handler, msg: Msg) -> None:
         """A worker thread: the handler, timed; an exception answers the caller with a 500."""
         request = Request(msg)
         started = time.perf_counter_ns()
         try:
-            endpoint.handler(request)
+            handler(request)
         except Exception as exc:  # noqa: BLE001 - user code: answered and counted, never silent
             description = f"{type(exc).__name__}: {exc}".replace("\r", " ").replace("\n", " ")
             try:

@@ -1,4 +1,5 @@
-"""Rare events inside jsclient, told to one observer: the seam the OpenTelemetry metrics read.
+"""Two seams inside jsclient for one observer: rare events (which the OpenTelemetry metrics read), and the calls
+of user code with messages (which the instrumentation's callback and handler spans wrap).
 
 A lost link, a JetStream API error, a heartbeat alarm and an ordered
 consumer's reset happen deep in the core and the JetStream layer, where no
@@ -16,16 +17,36 @@ the ``jsclient-watchdog`` thread, before the alarm is acted on; an ordered
 consumer's reset on the thread that recreates the consumer.  A listener
 must be quick and must not raise (an exception would reach the thread that
 told it).
+
+The second seam, :data:`dispatch`, is where user code is called with
+messages: a callback subscription's round, a JetStream callback, a service
+handler.  It is read once per round of a subscription's queued messages
+(``Subscription._dispatch_round``, on its dispatcher thread), once per
+message on the two JetStream callback threads that take one message at a
+time (``jsclient-ordered``, ``jsclient-consume``), and once per round of an
+endpoint's hand-over (a service handler's run on a worker thread takes the
+handler the round chose).  When set, it returns the code to call instead,
+which may wrap the user's (a span around it); so subscriptions made before
+it was set are observed, and once it is None again each callback is the
+user's own at the next round.  Its methods run on those threads, and must
+not raise.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import ProtocolError, StaleConnectionError
 
-__all__ = ["ConsumerKind", "DisconnectReason", "Listener", "listener", "reason_of"]
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .message import Msg
+    from .micro import Endpoint, Request, Service
+    from .subscription import Subscription, SubscriptionOwner
+
+__all__ = ["ConsumerKind", "DisconnectReason", "Dispatch", "Listener", "dispatch", "listener", "reason_of"]
 
 
 class DisconnectReason(enum.Enum):
@@ -98,3 +119,34 @@ class Listener(Protocol):
 #: The observer told of each event, or None (the default: nothing is told, nothing is paid).  Set and
 #: cleared by :mod:`jsclient.instrumentation`; read once per event.
 listener: Listener | None = None
+
+
+class Dispatch(Protocol):
+    """What an observer of the places that call user code with messages implements (see the module docstring).
+
+    Each method is given the user's code and returns what to call in its place (the same, or a wrapper).
+    """
+
+    def callback(
+        self, owner: SubscriptionOwner, sub: Subscription, callback: Callable[[Msg], None]
+    ) -> Callable[[Msg], None]:
+        """A core subscription's callback, for one round of its queued messages (on its dispatcher thread);
+        ``owner`` is the connection it belongs to."""
+
+    def delivery(
+        self, conn: Connection | None, pattern: str, callback: Callable[[Msg], None]
+    ) -> Callable[[Msg], None]:
+        """A JetStream callback (``js.subscribe``, ordered or not, and ``Consumer.consume``) on the thread that
+        runs it; ``pattern`` is the subscription's subject filter (else its stream), ``conn`` its connection
+        where it is known."""
+
+    def handler(
+        self, service: Service, endpoint: Endpoint, handler: Callable[[Request], None]
+    ) -> Callable[[Request], None]:
+        """A service endpoint's handler, for the requests one round of its subscription hands to the workers
+        (it runs on a worker thread)."""
+
+
+#: The observer of user code's calls, or None (the default: each callback and handler is called as given).
+#: Set and cleared by :mod:`jsclient.instrumentation`; read once per round (see the module docstring).
+dispatch: Dispatch | None = None

@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol, cast
 
+from . import observe
 from .deprecation import renamed_keywords
 from .errors import (
     ConnectionClosedError,
@@ -70,9 +71,30 @@ from .message import Msg
 from .timeouts import DEFAULT, Timeout, answer_limit, take_limit
 
 if TYPE_CHECKING:
+    from .observe import Dispatch
     from .options import Options
 
 MsgCallback = Callable[[Msg], None]
+
+
+class Relay:
+    """Internal: a subscription callback of jsclient's own that hands each message on to user code that runs
+    after it or elsewhere (a JetStream push subscription's callback, a service endpoint's hand-over to a worker).
+
+    The subscription calls ``relay`` with each message, as it would a plain callback.  While
+    :data:`jsclient.observe.dispatch` is set, it calls ``observed(dispatch)`` once per round instead and gives that
+    round's messages to what it returns: the relay with the user's code as the seam wrapped it.  So the seam sees
+    the user's code, never the relay (a plain callback it sees itself).
+    """
+
+    __slots__ = ("observed", "relay")
+
+    def __init__(self, relay: MsgCallback, observed: Callable[[Dispatch], MsgCallback]) -> None:
+        self.relay = relay
+        self.observed = observed
+
+    def __call__(self, msg: Msg) -> None:
+        self.relay(msg)
 
 
 class Gaps(Enum):
@@ -152,7 +174,7 @@ class Subscription:
         sid: int,
         subject: str,
         queue: str | None,
-        cb: MsgCallback | None,
+        cb: MsgCallback | Relay | None,
         max_msgs: int | None,
         pending_msgs_limit: int,
         pending_bytes_limit: int,
@@ -179,6 +201,11 @@ class Subscription:
         self.max_msgs = max_msgs
         self.pending_msgs_limit = pending_msgs_limit
         self.pending_bytes_limit = pending_bytes_limit
+        # A relay's callback is its ``relay``: the same call per message as a plain callback.
+        self._observed: Callable[[Dispatch], MsgCallback] | None = None
+        if isinstance(cb, Relay):
+            self._observed = cb.observed
+            cb = cb.relay
         self._cb = cb
         self._queue: deque[Msg] = deque()
         self._cond = threading.Condition(threading.Lock())
@@ -460,11 +487,18 @@ class Subscription:
         returns with the queue empty, ``_busy`` False (a drain may wait for
         that) and, unless it ended, the thread counted as a waiter again:
         it registers before it looks at the queue once more, as every waiter does.
+
+        The dispatch seam (:data:`jsclient.observe.dispatch`) is read once per round, never per message: when
+        set, the round's messages go to the callback it returns.
         """
         q = self._queue
         cond = self._cond
         cb = self._cb
         assert cb is not None
+        hook = observe.dispatch
+        if hook is not None:
+            observed = self._observed
+            cb = hook.callback(self._conn, self, cb) if observed is None else observed(hook)
         with cond:
             self._waiters -= 1
             self._busy = True

@@ -5,7 +5,9 @@
 ``opentelemetry_instrumentor`` entry point group as ``jsclient``) or call
 ``JsclientInstrumentor().instrument()``.  Importing :mod:`jsclient` alone
 never imports OpenTelemetry, and ``uninstrument()`` puts back the very
-methods that ran before, so an uninstrumented program pays nothing.  See
+methods that ran before and clears :mod:`jsclient.observe`'s hooks, so an
+uninstrumented program pays nothing (the dispatch hook is read once per
+round of a callback subscription's messages, see :mod:`.dispatch`).  See
 :doc:`/guides/observability`.
 
 ``instrument()`` and ``uninstrument()`` may be called from any thread; a
@@ -24,7 +26,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from ..errors import InvalidArgumentError
-from . import core, jetstream, metrics, micro, spark, stores
+from . import core, dispatch, jetstream, metrics, micro, spark, stores
 from .patches import Patches
 from .telemetry import DEFAULT_SPAN_NAME, SPAN_NAME_FIELDS, Telemetry, check_span_name
 
@@ -33,7 +35,7 @@ __all__ = ["DEFAULT_SPAN_NAME", "SPAN_NAME_FIELDS", "JsclientInstrumentor"]
 _KEYWORDS = frozenset({"tracer_provider", "meter_provider", "span_name"})
 #: The modules whose ``install(patches, telemetry)`` wraps their layer's public methods, in this order
 #: (jetstream after core: its wrappers of core methods go outside the core's).
-_PARTS = (core, jetstream, stores, micro, metrics, spark)
+_PARTS = (core, jetstream, stores, micro, dispatch, metrics, spark)
 _lock = threading.Lock()
 
 

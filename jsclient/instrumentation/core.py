@@ -1,18 +1,18 @@
 """Spans and metrics of core NATS: publish, request, receiving with ``next_msg`` and callbacks.
 
 Each function returns the wrapper of one public method; :mod:`.patches`
-installs them.  A wrapper runs on the thread that called the method; a
-callback's ``process`` span runs on the subscription's dispatcher thread,
-where the callback itself runs, parented by the trace context its message
-carries.
+installs them.  A wrapper runs on the thread that called the method.  A
+callback is not wrapped when it is given to ``subscribe``: the dispatch seam
+(:mod:`.dispatch`) wraps it in :func:`traced_callback` for each round of
+messages while instrumented, so that its ``process`` span runs on the
+subscription's dispatcher thread, where the callback itself runs, parented
+by the trace context its message carries.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -27,25 +27,6 @@ if TYPE_CHECKING:
     from ..subscription import Subscription
 
 
-#: True while another part subscribes a callback whose messages it traces itself: ``subscribe`` then leaves
-#: that callback as it is, so that a message gets one span, not two (see :func:`traced_elsewhere`).
-_traced_elsewhere: ContextVar[bool] = ContextVar("jsclient_traced_elsewhere", default=False)
-
-
-@contextmanager
-def traced_elsewhere() -> Iterator[None]:
-    """Subscriptions made in this block (on this thread) get no ``process`` span around their callback.
-
-    For a part that traces those messages further on: a service endpoint's callback only hands each
-    request to a worker thread, whose SERVER span (:mod:`.micro`) is the request's one span.
-    """
-    token = _traced_elsewhere.set(True)
-    try:
-        yield
-    finally:
-        _traced_elsewhere.reset(token)
-
-
 def install(patches: Patches, tel: Telemetry) -> None:
     from ..connection import Connection
     from ..subscription import Subscription
@@ -55,7 +36,6 @@ def install(patches: Patches, tel: Telemetry) -> None:
     patches.wrap(Connection, "request", lambda original: _request(tel, original))
     patches.wrap(Connection, "request_async", lambda original: _request_async(tel, original))
     patches.wrap(Connection, "request_many", lambda original: _request_many(tel, original))
-    patches.wrap(Connection, "subscribe", lambda original: _subscribe(tel, original))
     patches.wrap(Subscription, "next_msg", lambda original: _next_msg(tel, original))
 
 
@@ -150,15 +130,6 @@ def _request_many(tel: Telemetry, original: Callable[..., Any]) -> Callable[...,
             return original(self, subject, payload, **kwargs)
 
     return request_many
-
-
-def _subscribe(tel: Telemetry, original: Callable[..., Subscription]) -> Callable[..., Subscription]:
-    def subscribe(self: Connection, subject: str, queue: str | None = None, callback: Any = None, **kwargs: Any) -> Any:
-        if callback is not None and callable(callback) and not _traced_elsewhere.get():
-            callback = traced_callback(tel, self, subject, queue, callback)
-        return original(self, subject, queue, callback, **kwargs)
-
-    return subscribe
 
 
 def traced_callback(

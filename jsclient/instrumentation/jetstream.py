@@ -7,7 +7,8 @@
   and dashboards built on them find it (a core publish records none: it has no ack).
 - Deliveries: a ``receive`` span per message taken (push and ordered ``next_msg`` and iteration, pull
   ``messages()``), and one per ``fetch`` that brought messages, linked to each message's producer; the
-  callbacks of ``js.subscribe`` and ``Consumer.consume`` run in a ``process`` span parented by it.  A
+  callbacks of ``js.subscribe`` (ordered too) and ``Consumer.consume`` run in a ``process`` span parented by
+  it, through the dispatch seam (:mod:`.dispatch`, :func:`traced_delivery`), whenever they were made.  A
   message is counted once: the threads the library runs callbacks on (``jsclient-consume``,
   ``jsclient-ordered``) take messages without a ``receive`` span of their own.
 - ``ack``, ``nak``, ``term``, ``in_progress`` and ``ack_sync``: a short CLIENT span of operation type
@@ -27,8 +28,7 @@
 Threads: each wrapper runs on its caller's thread; a ``publish_async`` span ends in its future's
 done-callback (the connection's events thread); a callback's ``process`` span runs on the thread the
 callback runs on.  Nothing here runs on the reader thread.  While one of these spans stands for a call,
-a context value tells the wrappers of the core calls beneath it (requests, subscribes) not to make spans of
-their own.
+a context value tells the wrappers of the core requests beneath it not to make spans of their own.
 """
 
 from __future__ import annotations
@@ -61,13 +61,9 @@ if TYPE_CHECKING:
     from ..jetstream.bind import Bound
     from ..jetstream.context import JetStream
     from ..jetstream.direct import DirectBatch
-    from ..jetstream.handles import Consumer
     from ..jetstream.pull import PullSubscription
     from ..message import Msg
 
-#: Set while ``js.subscribe`` runs: its core subscription's callback is the library's (it judges heartbeats and
-#: flow control, then calls the user's), so the core part must not trace it; the user's callback is traced here.
-_OWN_SUBSCRIBE = otel_context.create_key("jsclient-jetstream-subscribe")
 #: Set while an outer iterator takes a message from an inner one: the outer one makes the ``receive`` span.
 _TAKING = otel_context.create_key("jsclient-jetstream-taking")
 #: The threads the library runs JetStream callbacks on: a message they take is counted by its ``process`` span.
@@ -93,7 +89,7 @@ def install(patches: Patches, tel: Telemetry) -> None:
     from ..connection import Connection
     from ..jetstream.context import JetStream
     from ..jetstream.direct import DirectBatch
-    from ..jetstream.handles import Consumer, ConsumerMessages
+    from ..jetstream.handles import ConsumerMessages
     from ..jetstream.ordered import OrderedSubscription
     from ..jetstream.pull import MessageStream, PullSubscription
     from ..jetstream.push import PushSubscription
@@ -102,14 +98,11 @@ def install(patches: Patches, tel: Telemetry) -> None:
 
     request = patches.beneath(Connection, "request")
     request_async = patches.beneath(Connection, "request_async")
-    subscribe = patches.beneath(Connection, "subscribe")
     patches.wrap(Connection, "request", lambda original: _api_request(tel, original, request))
     patches.wrap(Connection, "request_async", lambda original: _api_request_async(tel, original, request_async))
-    patches.wrap(Connection, "subscribe", lambda original: _core_subscribe(original, subscribe))
     patches.wrap(JetStream, "publish", lambda original: _publish(tel, original))
     patches.wrap(JetStream, "publish_async", lambda original: _publish_async(tel, original))
     patches.wrap(JetStream, "publish_batch", lambda original: _publish_batch(tel, original))
-    patches.wrap(JetStream, "subscribe", lambda original: _js_subscribe(tel, original))
     patches.wrap(Reads, "direct_get", lambda original: _direct_get(tel, original))
     patches.wrap(JetStream, "get_msg", lambda original: _get_msg(tel, original))
     patches.wrap(DirectBatch, "__iter__", lambda original: _direct_batch(tel, original))
@@ -118,7 +111,6 @@ def install(patches: Patches, tel: Telemetry) -> None:
     patches.wrap(PullSubscription, "fetch", lambda original: _fetch(tel, original))
     patches.wrap(MessageStream, "__iter__", lambda original: _iteration(tel, original))
     patches.wrap(ConsumerMessages, "__iter__", lambda original: _iteration(tel, original))
-    patches.wrap(Consumer, "consume", lambda original: _consume(tel, original))
     for name, op in (("ack", Operation.ACK), ("nak", Operation.NAK), ("term", Operation.TERM),
                      ("in_progress", Operation.IN_PROGRESS), ("ack_sync", Operation.ACK)):
         patches.wrap(Msg, name, _settling(tel, op))
@@ -404,37 +396,6 @@ def traced_delivery(
 
     with_delivery.__wrapped__ = callback  # type: ignore[attr-defined]
     return traced_callback(tel, conn, pattern, None, with_delivery)
-
-
-def _js_subscribe(tel: Telemetry, original: Callable[..., Any]) -> Callable[..., Any]:
-    def subscribe(self: JetStream, subject: str | None = None, **kwargs: Any) -> Any:
-        for key in ("callback", "cb"):  # cb: the deprecated name, which the method still takes
-            callback = kwargs.get(key)
-            if callback is not None and callable(callback):
-                pattern = subject or kwargs.get("stream") or ""
-                kwargs[key] = traced_delivery(tel, self.conn, pattern if isinstance(pattern, str) else "", callback)
-        with _within(otel_context.set_value(_OWN_SUBSCRIBE, True)):
-            return original(self, subject, **kwargs)
-
-    return subscribe
-
-
-def _core_subscribe(original: Callable[..., Any], plain: Callable[..., Any]) -> Callable[..., Any]:
-    def subscribe(self: Connection, *args: Any, **kwargs: Any) -> Any:
-        if otel_context.get_value(_OWN_SUBSCRIBE):
-            return plain(self, *args, **kwargs)
-        return original(self, *args, **kwargs)
-
-    return subscribe
-
-
-def _consume(tel: Telemetry, original: Callable[..., Any]) -> Callable[..., Any]:
-    def consume(self: Consumer, callback: Callable[[Msg], None], **kwargs: Any) -> Any:
-        if callable(callback):
-            callback = traced_delivery(tel, None, self.stream, callback)
-        return original(self, callback, **kwargs)
-
-    return consume
 
 
 # -- settling --------------------------------------------------------------------------------------------------

@@ -1,20 +1,18 @@
 """Spans of services (ADR-32, :mod:`jsclient.micro`): a SERVER span around each request a handler takes.
 
-The seam is public: ``Service.add_endpoint`` (which a group's
-``add_endpoint`` calls with the endpoint's full subject) is wrapped, and
-wraps the handler it is given.  So every endpoint added while instrumented
-is traced, on services made before ``instrument()`` too; an endpoint added
-before ``instrument()`` keeps its plain handler (reaching it would take the
-service's private members), and one added while instrumented keeps its
-traced handler after ``uninstrument()``, as a callback given to
-``subscribe`` does.
+The seam is the dispatch hook (:mod:`.dispatch`, :data:`jsclient.observe.dispatch`): while instrumented,
+each round of requests an endpoint's subscription hands to the workers runs
+the handler as :func:`served` wraps it.  So every endpoint is traced, also
+those added before ``instrument()``, and after ``uninstrument()`` each runs
+its plain handler again (from its next round).
 
 The span, ``process <subject>`` (a ``span_name`` template sees the
 endpoint's subject as the pattern), runs on the worker thread that runs the
 handler, parented by the trace context in the request's headers: the
 requester's CLIENT span.  The endpoint's subscription gets no CONSUMER span
-of the core's (:func:`.core.traced_elsewhere`): its callback only hands the
-request to a worker, and one request is one span.  A handler that raises
+of the core's (its callback is a :class:`jsclient.subscription.Relay`, which
+the seam never wraps): it only hands the request to a worker, and one
+request is one span.  A handler that raises
 ends it with ``error.type`` (the exception's class) and the 500 the service
 answers with; one that answers with ``respond_error(code, description)``
 ends it with status ERROR, ``error.type`` the code, and the code in
@@ -34,7 +32,6 @@ from opentelemetry import propagate, trace
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from .core import traced_elsewhere
 from .patches import Patches
 from .telemetry import Operation, Telemetry
 
@@ -66,25 +63,9 @@ _serving: ContextVar[_Serving | None] = ContextVar("jsclient_service_request", d
 
 
 def install(patches: Patches, tel: Telemetry) -> None:
-    from ..micro import Request, Service
+    from ..micro import Request
 
-    patches.wrap(Service, "add_endpoint", lambda original: _add_endpoint(tel, original))
     patches.wrap(Request, "respond_error", _respond_error)
-
-
-def _add_endpoint(tel: Telemetry, original: Callable[..., Endpoint]) -> Callable[..., Endpoint]:
-    def add_endpoint(self: Service, name: str, handler: Any, **kwargs: Any) -> Endpoint:
-        if callable(handler):
-            subject = kwargs.get("subject")
-            queue = kwargs.get("queue_group")
-            handler = served(
-                tel, self, name, name if subject is None else subject,
-                self.queue_group if queue is None else queue, handler,
-            )
-        with traced_elsewhere():
-            return original(self, name, handler, **kwargs)
-
-    return add_endpoint
 
 
 class _HeadersGetter:
@@ -111,16 +92,17 @@ def _parent(request: Request) -> otel_context.Context | None:
 
 
 def served(
-    tel: Telemetry, service: Service, endpoint: str, pattern: str, queue: str, handler: Callable[[Request], None]
+    tel: Telemetry, service: Service, endpoint: Endpoint, handler: Callable[[Request], None]
 ) -> Callable[[Request], None]:
     """``handler`` inside a SERVER ``process`` span per request, parented by the request's trace context."""
     op = Operation.PROCESS
+    pattern = endpoint.subject
     extra: dict[str, Any] = {
-        SERVICE_NAME: service.name, SERVICE_ENDPOINT: endpoint, SERVICE_VERSION: service.version,
+        SERVICE_NAME: service.name, SERVICE_ENDPOINT: endpoint.name, SERVICE_VERSION: service.version,
         SERVICE_ID: service.id, "messaging.destination.template": pattern,
     }
-    if queue:
-        extra["messaging.consumer.group.name"] = queue
+    if endpoint.queue_group:
+        extra["messaging.consumer.group.name"] = endpoint.queue_group
 
     def serve(request: Request) -> None:
         subject = request.subject

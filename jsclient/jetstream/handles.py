@@ -541,7 +541,7 @@ class Consumer:
             threshold_bytes=threshold_bytes, expires=expires, heartbeat=heartbeat,
         )
         report = error_cb or self._js.conn.core.report_error
-        return ConsumeContext(messages, callback, report)
+        return ConsumeContext(messages, callback, report, self.stream)
 
 
 def _fetch_once(
@@ -626,7 +626,8 @@ class ConsumeContext:
     """
 
     def __init__(
-        self, messages: ConsumerMessages, callback: Callable[[Msg], None], report: Callable[[Exception], None]
+        self, messages: ConsumerMessages, callback: Callable[[Msg], None], report: Callable[[Exception], None],
+        stream: str,
     ) -> None:
         """Start the consumption thread (``jsclient-consume``); :meth:`Consumer.consume` makes contexts.
 
@@ -634,6 +635,7 @@ class ConsumeContext:
             messages: The iterator whose messages go to ``callback``.
             callback: Called with each message, on that thread.
             report: Called with what ``callback`` raises and with the error that ends consumption.
+            stream: The consumer's stream (what the dispatch seam is told the callback reads).
 
         Raises:
             RuntimeError: The thread cannot be started (the interpreter is shutting down, or out of threads).
@@ -641,15 +643,28 @@ class ConsumeContext:
         self._messages = messages
         self._callback = callback
         self._report = report
+        self._stream_name = stream
         self.error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="jsclient-consume", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        """The consumption thread: each message to the callback, or to what the dispatch seam wraps it in.
+
+        The seam (:data:`jsclient.observe.dispatch`) is read once per message (this thread takes one at a time,
+        with no rounds), and asked again only when it changed.
+        """
+        callback = self._callback
+        seen: observe.Dispatch | None = None
+        call = callback
         try:
             for msg in self._messages:
+                hook = observe.dispatch
+                if hook is not seen:
+                    seen = hook
+                    call = callback if hook is None else hook.delivery(None, self._stream_name, callback)
                 try:
-                    self._callback(msg)
+                    call(msg)
                 except Exception as exc:  # noqa: BLE001 - the user's callback: reported, consumption goes on
                     self._report(exc)
         except (SubscriptionClosedError, ConsumerNotFoundError, JetStreamAPIError) as exc:

@@ -426,8 +426,15 @@ class OrderedSubscription(Bound):
         return UntilClosed(self.next_msg)
 
     def _run_callbacks(self) -> None:
+        """The callback thread: each message to the callback, or to what the dispatch seam wraps it in.
+
+        The seam (:data:`jsclient.observe.dispatch`) is read once per message (this thread takes one at a time,
+        with no rounds), and asked again only when it changed.
+        """
         cb = self._cb
         assert cb is not None
+        seen: observe.Dispatch | None = None
+        call = cb
         while not self._closed:
             try:
                 msg = self.next_msg(timeout=None)
@@ -438,8 +445,12 @@ class OrderedSubscription(Bound):
                 if isinstance(exc, JetStreamAPIError) and not exc.retriable:
                     return
                 continue
+            hook = observe.dispatch
+            if hook is not seen:
+                seen = hook
+                call = cb if hook is None else hook.delivery(self._conn, self.subject or self.stream, cb)
             try:
-                cb(msg)
+                call(msg)
             except Exception as exc:  # noqa: BLE001 - user code; reported, never fatal
                 self._conn.core.report_error(exc)
 

@@ -17,6 +17,7 @@ Threads:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from ..errors import (
 from ..message import ACK_DISABLED, Msg
 from ..observe import ConsumerKind
 from ..protocol import check_queue_name, check_subscribe_subject
-from ..subscription import UntilClosed
+from ..subscription import Relay, UntilClosed
 from ..timeouts import DEFAULT, Timeout, answer_limit, take_limit
 from . import api
 from .api import AckPolicy, ConsumerConfig, ConsumerInfo
@@ -44,6 +45,7 @@ from .manager import PUSH, GapReporting, MessageManager
 
 if TYPE_CHECKING:
     from ..core.iface import DeliveryPort
+    from ..observe import Dispatch
     from .context import JetStream
 
 MsgHandler = Callable[[Msg], None]
@@ -195,8 +197,9 @@ class PushSubscription(Bound):
     def __iter__(self) -> Iterator[Msg]:
         return UntilClosed(self.next_msg)
 
-    def _dispatch(self, msg: Msg) -> None:
-        """Core callback on the dispatcher thread: statuses here, user messages to the user."""
+    def _dispatch(self, msg: Msg, observed: MsgHandler | None = None) -> None:
+        """Core callback on the dispatcher thread: statuses here, user messages to the user (or, in a round
+        the dispatch seam observes, to ``observed``: the user's callback as the seam wrapped it)."""
         step = self._channel().judge(msg)
         if step is None:
             return
@@ -204,7 +207,7 @@ class PushSubscription(Bound):
             assert step.error is not None
             self._conn.core.report_error(step.error)
             return
-        cb = self._user_cb
+        cb = self._user_cb if observed is None else observed
         assert cb is not None
         if self._ack_none:
             msg.ack_state = ACK_DISABLED
@@ -213,6 +216,12 @@ class PushSubscription(Bound):
         cb(msg)
         if not self._manual_ack:
             msg.ack()
+
+    def _observed(self, hook: Dispatch) -> MsgHandler:
+        """The core subscription's callback for a round the dispatch seam observes (see :class:`Relay`)."""
+        cb = self._user_cb
+        assert cb is not None
+        return functools.partial(self._dispatch, observed=hook.delivery(self._conn, self.subject or self.stream, cb))
 
     # -- heartbeats ----------------------------------------------------------------
     def _missed(self) -> HeartbeatsMissedError:
@@ -293,7 +302,7 @@ class PushSubscription(Bound):
         sub = self._conn.subscribe(
             deliver_subject,
             queue=self.queue,
-            callback=self._dispatch if self._user_cb is not None else None,
+            callback=Relay(self._dispatch, self._observed) if self._user_cb is not None else None,
             pending_msgs_limit=limits[0],
             pending_bytes_limit=limits[1],
         )
