@@ -44,3 +44,9 @@ def test_readme_example_runs(index: int) -> None:
     if last.startswith("jsclient.errors.FeatureNotSupportedError") and server_release() < release(MATRIX[-1]):
         pytest.xfail(f"refused on an older server: {last}")
     pytest.fail(f"README.rst block {index} failed:\n{run.stderr[-4000:]}")
+
+
+def test_the_readme_is_a_landing_page_of_at_most_200_lines() -> None:
+    """The rest belongs in docs/: a README that grows past a screenful or two stops being read."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 200, f"README.rst is {len(lines)} lines; move the detail to docs/"
