@@ -7,6 +7,7 @@ wraps that.
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import Any
 
@@ -50,6 +51,20 @@ class Otel:
         found = self.spans(name)
         assert len(found) == 1, f"{len(found)} spans named {name!r} among {[s.name for s in self.spans()]}"
         return found[0]
+
+    def ended(self, name: str, count: int = 1) -> list[ReadableSpan]:
+        """The ``count`` spans named ``name``, once they have ended: a span of another thread (a callback's, a
+        future's done-callback's) ends a little after what the test waited for, so wait for the span itself."""
+        deadline = time.monotonic() + 10
+        while len(self.spans(name)) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        found = self.spans(name)
+        assert len(found) == count, f"{len(found)} spans named {name!r} among {[s.name for s in self.spans()]}"
+        return found
+
+    def finished(self, name: str) -> ReadableSpan:
+        """The one span named ``name``, once it has ended (see :meth:`ended`)."""
+        return self.ended(name)[0]
 
     def points(self, metric: str) -> list[Any]:
         """The data points of ``metric`` collected now (sums, histograms or gauges)."""

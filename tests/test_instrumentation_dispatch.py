@@ -9,7 +9,6 @@ A callback reports whether a span was current where it ran (the traced wrapper m
 from __future__ import annotations
 
 import queue
-import time
 from typing import Any
 
 import pytest
@@ -39,12 +38,6 @@ def span_id(span: ReadableSpan) -> int:
     return span.context.span_id
 
 
-def ended(otel: Otel, name: str) -> ReadableSpan:
-    """The one span named ``name``, once it has ended (a callback's span ends on its thread after the callback)."""
-    deadline = time.monotonic() + 5
-    while not otel.spans(name) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return otel.span(name)
 
 
 def in_span() -> bool:
@@ -75,7 +68,7 @@ def test_a_callback_subscription_made_before_instrument_gets_process_spans(serve
         with Otel() as otel:
             nc.publish("early.1", b"abc")
             assert ran.get(timeout=5) == ("early.1", True)
-            process = ended(otel, "process early.1")
+            process = otel.finished("process early.1")
     assert process.kind is SpanKind.CONSUMER
     assert parent_id(process) == span_id(otel.span("publish early.1"))
     assert {k: attrs(process)[k] for k in (
@@ -95,7 +88,7 @@ def test_after_uninstrument_a_callback_subscribed_while_instrumented_is_the_user
             nc.flush()
             nc.publish("late.traced", b"")
             assert ran.get(timeout=5) == ("late.traced", True)
-            ended(otel, "process late.traced")
+            otel.finished("process late.traced")
         assert observe.dispatch is None
         plain = untraced_after_uninstrument(lambda s: nc.publish(s, b""), ran, "late.plain")
     assert otel.spans(f"process {plain}") == []
@@ -152,7 +145,7 @@ def test_a_push_callback_made_before_instrument_gets_process_spans_with_the_deli
     with Otel() as otel:
         js.publish("jearly.1", b"x")
         assert ran.get(timeout=5) == ("jearly.1", True)
-        process = ended(otel, "process jearly.1")
+        process = otel.finished("process jearly.1")
     assert parent_id(process) == span_id(otel.span("publish jearly.1"))
     assert attrs(process)["messaging.destination.template"] == "jearly.>"
     assert attrs(process)["messaging.nats.stream"] == "EARLY" and attrs(process)["messaging.nats.stream_sequence"] == 1
@@ -168,7 +161,7 @@ def test_after_uninstrument_a_consume_callback_started_while_instrumented_is_the
         context = consumer.consume(lambda m: ran.put((m.subject, in_span())))
         js.publish("jlate.traced", b"")
         assert ran.get(timeout=5) == ("jlate.traced", True)
-        ended(otel, "process jlate.traced")
+        otel.finished("process jlate.traced")
     try:
         js.publish("jlate.plain", b"")
         assert ran.get(timeout=5) == ("jlate.plain", False)  # the consume thread asks the seam for each message

@@ -79,14 +79,6 @@ def ids(span: ReadableSpan | trace.Span) -> tuple[int, int]:
     return context.trace_id, context.span_id
 
 
-def finished(otel: Otel, name: str) -> ReadableSpan:
-    """The one span named ``name``, once it has ended: a consumer's span ends after its handler returns, which
-    may be after the reply it sent has reached the requester."""
-    for _ in range(500):
-        if otel.spans(name):
-            break
-        threading.Event().wait(0.01)
-    return otel.span(name)
 
 
 def parent_of(span: ReadableSpan) -> tuple[int, int]:
@@ -113,7 +105,7 @@ def test_a_nats_py_publish_carrying_an_sdk_traceparent_parents_the_callback_and_
     producer = loop.run(publish())
     assert processed.wait(5)
     pulled.next_msg(timeout=5)
-    process = finished(otel, "process from.py")
+    process = otel.finished("process from.py")
     assert process.kind is SpanKind.CONSUMER
     assert parent_of(process) == producer
     receive = otel.span("receive from.py")
@@ -150,7 +142,7 @@ def test_a_request_from_instrumented_nats_py_is_one_trace_through_a_jsclient_ser
 
     root, data = loop.run(ask())
     assert data == b"HI"
-    process = finished(otel, "process svc.py2js")
+    process = otel.finished("process svc.py2js")
     request = otel.span("svc.py2js request")  # otel-instrumentation-nats names spans "<subject> <operation>"
     send = otel.span("svc.py2js send")  # nats-py's request publishes: a span of its own, inside the request's
     assert request.kind is SpanKind.CLIENT and process.kind is SpanKind.CONSUMER
@@ -175,7 +167,7 @@ def test_a_request_from_jsclient_is_one_trace_through_an_instrumented_nats_py_se
     loop.run(serve())
     with otel.tracer.start_as_current_span("threaded caller") as root:
         assert nc.request("svc.js2py", b"hi", timeout=5).data == b"HI"
-    handled = finished(otel, "svc.js2py receive")  # the handler's CONSUMER span (otel-instrumentation-nats)
+    handled = otel.finished("svc.js2py receive")  # the handler's CONSUMER span (otel-instrumentation-nats)
     request = otel.span("request svc.js2py")
     replied = next(s for s in otel.spans() if s.name.endswith(" send"))  # the handler's respond, to the inbox
     assert request.kind is SpanKind.CLIENT and handled.kind is SpanKind.CONSUMER
@@ -213,7 +205,7 @@ def test_a_wsgi_requests_span_parents_its_nats_request_and_the_remote_handlers_s
             httpd.shutdown()  # returns once the request is handled whole, its span ended
             httpd.server_close()
             serving.join(timeout=10)
-        process = finished(otel, "process svc.orders")
+        process = otel.finished("process svc.orders")
     http = next(s for s in otel.spans() if s.kind is SpanKind.SERVER)
     request = otel.span("request svc.orders")
     assert http.parent is None

@@ -51,14 +51,6 @@ def parent_id(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent is not None else None
 
 
-def ended(otel: Otel, name: str, count: int = 1) -> list[ReadableSpan]:
-    """The ``count`` spans named ``name``, once they have ended (those of other threads end a little later)."""
-    deadline = time.monotonic() + 5
-    while len(otel.spans(name)) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-    found = otel.spans(name)
-    assert len(found) == count, f"{len(found)} spans named {name!r} among {[s.name for s in otel.spans()]}"
-    return found
 
 
 def eventually(check: Any) -> None:
@@ -137,13 +129,13 @@ def test_publish_async_spans_end_when_the_ack_arrives_or_the_publish_fails(
     refused = js.publish_async("async.b", b"", expected_last_seq=99)
     with pytest.raises(jsclient.WrongLastSequenceError):
         refused.result(timeout=5)
-    good = ended(otel, "publish async.a")[0]
+    good = otel.ended("publish async.a")[0]
     assert good.kind is SpanKind.PRODUCER and good.status.status_code is StatusCode.UNSET
     assert attrs(good)["messaging.nats.stream"] == "ASYNC" and attrs(good)["messaging.nats.sequence"] == ack.seq
     assert attrs(good)["messaging.message.id"] == "a-1"
     stored = stored_headers(js, "ASYNC", ack.seq)
     assert stored is not None and stored["traceparent"].startswith(traceparent(good))
-    bad = ended(otel, "publish async.b")[0]
+    bad = otel.ended("publish async.b")[0]
     assert bad.status.status_code is StatusCode.ERROR
     assert attrs(bad)["messaging.nats.jetstream.error_code"] == 10071
     publishes = {"messaging.operation.name": "publish"}
@@ -162,7 +154,7 @@ def test_publish_batch_is_one_span_whose_context_every_member_carries(js: jsclie
     assert otel.total("messaging.client.sent.messages") == 2  # each member once (not again as encoded frames)
     # A span of the commit's own would end on the events thread, before this later publish's does.
     js.publish_async("atom.b", b"").result(timeout=5)
-    ended(otel, "publish atom.b")
+    otel.ended("publish atom.b")
     assert [s.name for s in otel.spans() if s.name.startswith("request")] == [], "the commit has a span of its own"
     for seq in (1, 2):
         stored = stored_headers(js, "ATOM", seq)
@@ -251,14 +243,14 @@ def test_a_push_callback_runs_in_a_process_span_parented_by_the_publish(js: jscl
     js.subscribe("cb.>", callback=lambda m: done.set())
     js.publish("cb.1", b"x")
     assert done.wait(5)
-    process = ended(otel, "process cb.1")[0]
+    process = otel.ended("process cb.1")[0]
     producer = otel.span("publish cb.1")
     assert process.kind is SpanKind.CONSUMER and parent_id(process) == span_id(producer)
     assert attrs(process)["messaging.destination.template"] == "cb.>"
     assert attrs(process)["messaging.nats.stream"] == "CB" and attrs(process)["messaging.nats.stream_sequence"] == 1
     assert attrs(process)["messaging.nats.delivered"] == 1
     assert attrs(process)["messaging.consumer.group.name"] == attrs(process)["messaging.nats.consumer"]
-    auto_ack = ended(otel, "ack cb.1")[0]  # after the callback returned: in the message's trace
+    auto_ack = otel.ended("ack cb.1")[0]  # after the callback returned: in the message's trace
     assert parent_id(auto_ack) == span_id(producer)
     assert [s.name for s in otel.spans() if s.name.startswith("process")] == ["process cb.1"]
 
@@ -279,7 +271,7 @@ def test_ordered_deliveries_are_traced_and_each_message_counted_once(js: jsclien
 
     js.subscribe("ord.>", ordered=True, callback=handle)
     assert done.wait(5)
-    processed = ended(otel, "process ord.1") + ended(otel, "process ord.2")
+    processed = otel.ended("process ord.1") + otel.ended("process ord.2")
     assert [parent_id(p) for p in processed] == [span_id(otel.span(f"publish ord.{i}")) for i in (1, 2)]
     assert attrs(processed[1])["messaging.nats.stream_sequence"] == 2
     receive = otel.span("receive ord.1")  # the taker's; the callback thread's takes have none
@@ -307,10 +299,10 @@ def test_consume_gives_process_spans_only_and_messages_gives_receive_spans(
     with consumer.consume(handle):
         assert done.wait(5)
     for subject in ("con.1", "con.2"):
-        process = ended(otel, f"process {subject}")[0]
+        process = otel.ended(f"process {subject}")[0]
         assert parent_id(process) == span_id(otel.span(f"publish {subject}"))
         assert attrs(process)["messaging.nats.consumer"] == "c"
-        ack = ended(otel, f"ack {subject}")[0]  # in the callback: the process span's child, linked to the producer
+        ack = otel.ended(f"ack {subject}")[0]  # in the callback: the process span's child, linked to the producer
         assert parent_id(ack) == span_id(process)
         assert [link.context.span_id for link in ack.links] == [span_id(otel.span(f"publish {subject}"))]
     assert [s.name for s in otel.spans() if s.name.startswith("receive")] == []
@@ -409,7 +401,7 @@ def test_api_calls_are_client_spans_named_by_operation_with_the_servers_error_co
     ordered = js.subscribe("api.>", ordered=True)
     name = ordered.consumer
     ordered.unsubscribe()  # deletes its consumer without waiting for the answer (request_async)
-    deleted = ended(otel, "jetstream CONSUMER.DELETE")[0]
+    deleted = otel.ended("jetstream CONSUMER.DELETE")[0]
     assert attrs(deleted)["messaging.nats.consumer"] == name and attrs(deleted)["messaging.nats.stream"] == "API1"
     assert [s.name for s in otel.spans() if s.name.startswith("request")] == [], "one API call gave two spans"
     assert otel.total("jsclient.jetstream.api.errors", **{"messaging.nats.jetstream.error_code": 10059}) == 1
